@@ -1,0 +1,18 @@
+//! The Knative Serving resource model, pure: types for Service, Configuration, Revision,
+//! Route and PodAutoscaler; Kubernetes metadata and conditions; Knative's webhook defaulting
+//! and validation with its exact `FieldError` messages; and the `config-*` keys as typed
+//! structs. No I/O and no async: everything here is a function of its inputs and is
+//! table-tested beside the code.
+//!
+//! Start with [`serving`] for the types, [`field_error`] for how errors render, and
+//! [`config::Config`] for the configuration every defaulting and validation rule reads.
+
+pub mod autoscaling;
+pub mod config;
+pub mod duration;
+pub mod field_error;
+pub mod kinds;
+pub mod meta;
+pub mod serving;
+
+pub use field_error::FieldError;

@@ -1,0 +1,1 @@
+//! Durable object store (being written).
