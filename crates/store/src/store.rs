@@ -1,0 +1,471 @@
+//! [`Store`]: the public handle and the Kubernetes write semantics (create, update, status
+//! update, cascading delete) on top of [`crate::sqlite`].
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use rusqlite::Connection;
+use serde_json::Value;
+use tokio::sync::watch;
+
+use crate::object::{self, meta_str};
+use crate::sqlite::{self, WriteTx};
+use crate::{CONFLICT_MODIFIED, EventType, LabelSelector, StoreError, WatchEvent};
+
+/// How many watch events are kept by default: enough for watchers that fall a few minutes
+/// behind on a busy single-node install, small enough that the table stays a few MB.
+pub const DEFAULT_EVENT_HISTORY: usize = 10_000;
+
+/// How often `generateName` is retried on a name collision before giving up.
+const GENERATE_NAME_ATTEMPTS: usize = 8;
+
+/// Tunables for [`Store::open_with`]. `Options::default()` is what `wisp serve` uses.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Number of most recent watch events retained (at least 1). Older ones are compacted and
+    /// `events_since` below them answers [`StoreError::Gone`].
+    pub event_history: usize,
+    /// How long to wait for a lock held by another process before failing with `Db(Busy)`.
+    pub busy_timeout: Duration,
+    /// Source of `creationTimestamp`/`deletionTimestamp`; replaceable for golden tests.
+    pub clock: fn() -> DateTime<Utc>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            event_history: DEFAULT_EVENT_HISTORY,
+            busy_timeout: Duration::from_secs(5),
+            clock: Utc::now,
+        }
+    }
+}
+
+/// Handle to the object store. Cheap to clone; all clones share one SQLite connection.
+///
+/// All methods are blocking (SQLite I/O, fsync on writes): call them from
+/// `tokio::task::spawn_blocking` in async code. Objects are addressed by
+/// `(resource, namespace, name)` passed as separate `&str` arguments; `resource` is an opaque
+/// string chosen by the caller (e.g. `services.serving.knative.dev`) and appears verbatim in
+/// error messages. Cluster-scoped kinds use the namespace `""`.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// One connection for reads and writes. SQLite serializes writers anyway, and a single
+    /// connection means a read can never observe a half-finished write of ours. Only ever held
+    /// for one synchronous call, never across an `.await`.
+    conn: Mutex<Connection>,
+    /// Latest committed revision, for async watchers. Updated while `conn` is still locked so
+    /// the published value never goes backwards.
+    revision: watch::Sender<u64>,
+    options: Options,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("revision", &self.current_revision())
+            .field("options", &self.inner.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens (creating if needed) the store file at `path` with default [`Options`].
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        Self::open_with(path, Options::default())
+    }
+
+    pub fn open_with(path: &Path, options: Options) -> Result<Store, StoreError> {
+        Self::from_connection(Connection::open(path)?, options)
+    }
+
+    /// A private in-memory store, for tests of other crates. Not durable, obviously.
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        Self::open_in_memory_with(Options::default())
+    }
+
+    pub fn open_in_memory_with(options: Options) -> Result<Store, StoreError> {
+        Self::from_connection(Connection::open_in_memory()?, options)
+    }
+
+    fn from_connection(mut conn: Connection, options: Options) -> Result<Store, StoreError> {
+        sqlite::init(&mut conn, options.busy_timeout)?;
+        let rev = sqlite::revision(&conn)?;
+        let (revision, _) = watch::channel(rev);
+        Ok(Store {
+            inner: Arc::new(Inner {
+                conn: Mutex::new(conn),
+                revision,
+                options,
+            }),
+        })
+    }
+
+    fn conn(&self) -> MutexGuard<'_, Connection> {
+        // A panic while holding the lock left no partial write behind (the open transaction
+        // rolls back when dropped), so a poisoned lock is safe to keep using.
+        self.inner.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn now(&self) -> String {
+        (self.inner.options.clock)().to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+
+    /// Runs `f` in one write transaction, commits, and publishes the new revision.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        let mut conn = self.conn();
+        let mut tx = WriteTx::begin(&mut conn, self.inner.options.event_history)?;
+        let out = f(&mut tx)?;
+        if let Some(rev) = tx.commit()? {
+            self.inner.revision.send_if_modified(|cur| {
+                let newer = rev > *cur;
+                if newer {
+                    *cur = rev;
+                }
+                newer
+            });
+        }
+        Ok(out)
+    }
+
+    /// The latest committed global resourceVersion (0 for an empty, never-written store).
+    pub fn current_revision(&self) -> u64 {
+        *self.inner.revision.borrow()
+    }
+
+    /// A receiver whose value is the latest committed resourceVersion. Async watchers await
+    /// `changed()` and then read [`events_since`](Self::events_since) their last position.
+    pub fn subscribe(&self) -> watch::Receiver<u64> {
+        self.inner.revision.subscribe()
+    }
+
+    pub fn get(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, StoreError> {
+        sqlite::get(&self.conn(), resource, namespace, name)
+    }
+
+    /// Objects of `resource` sorted by (namespace, name); `namespace: None` lists all
+    /// namespaces. `selector` filters on `metadata.labels`. Also returns the global
+    /// resourceVersion the list is consistent with: a watch from there misses nothing.
+    pub fn list(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        selector: Option<&LabelSelector>,
+    ) -> Result<(Vec<Value>, u64), StoreError> {
+        let conn = self.conn();
+        let rev = sqlite::revision(&conn)?;
+        let mut items = sqlite::list(&conn, resource, namespace)?;
+        drop(conn);
+        if let Some(sel) = selector.filter(|s| !s.is_empty()) {
+            items.retain(|o| sel.matches_object(o));
+        }
+        Ok((items, rev))
+    }
+
+    /// Creates an object.
+    ///
+    /// `metadata.namespace` must be present (the API server defaults it; `""` = cluster-scoped).
+    /// `metadata.name`, or failing that `metadata.generateName` (+ 5 random characters), names
+    /// it. The server sets `uid`, `resourceVersion`, `generation: 1` and `creationTimestamp`,
+    /// and drops a client-sent `deletionTimestamp`. `status` is stored as given.
+    pub fn create(&self, resource: &str, mut obj: Value) -> Result<Value, StoreError> {
+        let namespace = object::require_namespace(&obj)?;
+        let name = meta_str(&obj, "name").unwrap_or("").to_owned();
+        let generate = meta_str(&obj, "generateName").unwrap_or("").to_owned();
+        if name.is_empty() && generate.is_empty() {
+            return Err(StoreError::Invalid(
+                "metadata.name: Required value: name or generateName is required".into(),
+            ));
+        }
+        let now = self.now();
+        let uid = uuid::Uuid::new_v4().to_string();
+        self.write(|tx| {
+            let name = if !name.is_empty() {
+                if tx.exists(resource, &namespace, &name)? {
+                    return Err(StoreError::already_exists(resource, &namespace, &name));
+                }
+                name
+            } else {
+                let mut attempt = 0;
+                loop {
+                    let candidate = object::generate_name(&generate);
+                    if !tx.exists(resource, &namespace, &candidate)? {
+                        break candidate;
+                    }
+                    attempt += 1;
+                    if attempt == GENERATE_NAME_ATTEMPTS {
+                        return Err(StoreError::already_exists(resource, &namespace, &candidate));
+                    }
+                }
+            };
+            let rv = tx.next_rev();
+            let meta = object::metadata_mut(&mut obj)?;
+            meta.insert("name".into(), name.clone().into());
+            meta.insert("uid".into(), uid.clone().into());
+            meta.insert("resourceVersion".into(), rv.to_string().into());
+            meta.insert("generation".into(), 1.into());
+            meta.insert("creationTimestamp".into(), now.into());
+            meta.shift_remove("deletionTimestamp");
+            object::canonicalize_metadata(meta);
+            let owners = object::owner_uids(&obj);
+            tx.put(resource, &namespace, &name, &uid, rv, &obj, Some(&owners))?;
+            tx.record_event(rv, resource, &namespace, &name, EventType::Added, &obj)?;
+            Ok(obj)
+        })
+    }
+
+    /// Replaces an object's spec and metadata (the main resource, `PUT`).
+    ///
+    /// * `metadata.resourceVersion` non-empty: must equal the stored one, else `Conflict`.
+    /// * A non-empty `metadata.uid` different from the stored one is a `Conflict` (the client
+    ///   is talking about an object that was deleted and re-created under the same name).
+    /// * `uid`, `creationTimestamp`, `generation`, `namespace`, `name`, `deletionTimestamp` are
+    ///   server-owned and copied from the stored object; `status` in `obj` is ignored.
+    /// * `generation` goes up by one iff `spec` changed.
+    /// * If the result equals the stored object nothing is written: the stored object comes
+    ///   back unchanged (same resourceVersion) and no event is emitted.
+    pub fn update(&self, resource: &str, mut obj: Value) -> Result<Value, StoreError> {
+        let (namespace, name, client_rv, client_uid) = Self::target(&obj)?;
+        self.write(|tx| {
+            let stored = Self::load_checked(
+                tx,
+                resource,
+                &namespace,
+                &name,
+                client_rv.as_deref(),
+                client_uid.as_deref(),
+            )?;
+            let spec_changed = obj.get("spec") != stored.get("spec");
+            object::copy_top_field(&mut obj, &stored, "status");
+            let meta = object::metadata_mut(&mut obj)?;
+            for key in [
+                "name",
+                "namespace",
+                "uid",
+                "resourceVersion",
+                "generation",
+                "creationTimestamp",
+                "deletionTimestamp",
+            ] {
+                object::copy_meta_field(meta, &stored, key);
+            }
+            if spec_changed {
+                meta.insert(
+                    "generation".into(),
+                    (object::generation(&stored) + 1).into(),
+                );
+            }
+            object::canonicalize_metadata(meta);
+            if obj == stored {
+                return Ok(stored);
+            }
+            let owners = object::owner_uids(&obj);
+            Self::store_modified(tx, resource, &namespace, &name, obj, Some(&owners))
+        })
+    }
+
+    /// Replaces only `status` (the `/status` subresource): everything else in `obj` is ignored
+    /// except the name/namespace that address it and the same `resourceVersion`/`uid`
+    /// preconditions as [`update`](Self::update). `generation` is unchanged; a status equal
+    /// to the stored one writes nothing.
+    pub fn update_status(&self, resource: &str, obj: Value) -> Result<Value, StoreError> {
+        let (namespace, name, client_rv, client_uid) = Self::target(&obj)?;
+        self.write(|tx| {
+            let stored = Self::load_checked(
+                tx,
+                resource,
+                &namespace,
+                &name,
+                client_rv.as_deref(),
+                client_uid.as_deref(),
+            )?;
+            let mut new = stored.clone();
+            match obj.get("status") {
+                Some(Value::Null) | None => {
+                    object::copy_top_field(&mut new, &Value::Null, "status")
+                }
+                Some(_) => object::copy_top_field(&mut new, &obj, "status"),
+            }
+            if new == stored {
+                return Ok(stored);
+            }
+            Self::store_modified(tx, resource, &namespace, &name, new, None)
+        })
+    }
+
+    /// Deletes an object and, recursively, every object in the same namespace (any resource)
+    /// whose `metadata.ownerReferences` names a deleted uid, all in one transaction.
+    ///
+    /// Each deleted object gets its own resourceVersion and a `DELETED` event carrying its
+    /// last state with `deletionTimestamp` set. Order: the object itself, then its dependents
+    /// breadth-first (all children, then grandchildren, ...), siblings sorted by
+    /// (resource, name). `precondition_uid` (Kubernetes' `preconditions.uid`) must match the
+    /// stored uid, else `Conflict`. Returns the deleted object as in its `DELETED` event.
+    pub fn delete(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        precondition_uid: Option<&str>,
+    ) -> Result<Value, StoreError> {
+        let now = self.now();
+        self.write(|tx| {
+            let stored = tx
+                .get(resource, namespace, name)?
+                .ok_or_else(|| StoreError::not_found(resource, namespace, name))?;
+            let uid = meta_str(&stored, "uid").unwrap_or("").to_owned();
+            if let Some(want) = precondition_uid.filter(|u| !u.is_empty())
+                && want != uid
+            {
+                return Err(StoreError::uid_precondition(
+                    resource, namespace, name, want, &uid,
+                ));
+            }
+            let deleted = Self::delete_one(tx, resource, namespace, name, stored, &now)?;
+            let mut owners = VecDeque::from([uid]);
+            while let Some(owner) = owners.pop_front() {
+                for (child_resource, child_name) in tx.dependents(&owner, namespace)? {
+                    // Already gone if it was reachable twice (several owners, or a cycle).
+                    let Some(child) = tx.get(&child_resource, namespace, &child_name)? else {
+                        continue;
+                    };
+                    let child =
+                        Self::delete_one(tx, &child_resource, namespace, &child_name, child, &now)?;
+                    owners.push_back(meta_str(&child, "uid").unwrap_or("").to_owned());
+                }
+            }
+            Ok(deleted)
+        })
+    }
+
+    /// Every event with resourceVersion `> from`, in order, optionally only for one resource
+    /// and/or namespace, at most `limit` of them.
+    ///
+    /// Positions: pass the resourceVersion of the last thing you saw (a `list` result or the
+    /// last event). `from == 0` means "from the very beginning" and works as long as nothing
+    /// has been compacted yet; for "from now" pass [`current_revision`](Self::current_revision).
+    /// A `from` in the future just yields nothing yet. `Gone` when events after `from` have
+    /// already been compacted away: the caller must re-list (Kubernetes' 410).
+    pub fn events_since(
+        &self,
+        from: u64,
+        resource: Option<&str>,
+        namespace: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<WatchEvent>, StoreError> {
+        let conn = self.conn();
+        let compacted = sqlite::compacted(&conn)?;
+        if from < compacted {
+            return Err(StoreError::Gone {
+                requested: from,
+                oldest: compacted,
+            });
+        }
+        sqlite::events_since(&conn, from, resource, namespace, limit)
+    }
+
+    /// Forces the WAL into the main database file and truncates it. Not needed for durability
+    /// (every commit is already fsynced); call on clean shutdown so the file is self-contained.
+    pub fn checkpoint(&self) -> Result<(), StoreError> {
+        self.conn()
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        Ok(())
+    }
+
+    /// Address and preconditions of an update: (namespace, name, resourceVersion, uid).
+    #[allow(clippy::type_complexity)]
+    fn target(obj: &Value) -> Result<(String, String, Option<String>, Option<String>), StoreError> {
+        let namespace = object::require_namespace(obj)?;
+        let name = object::require_name(obj)?;
+        let rv = object::client_resource_version(obj)?;
+        let uid = meta_str(obj, "uid")
+            .filter(|u| !u.is_empty())
+            .map(str::to_owned);
+        Ok((namespace, name, rv, uid))
+    }
+
+    /// Loads the object an update targets and checks the client's preconditions against it.
+    fn load_checked(
+        tx: &WriteTx<'_>,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        client_rv: Option<&str>,
+        client_uid: Option<&str>,
+    ) -> Result<Value, StoreError> {
+        let stored = tx
+            .get(resource, namespace, name)?
+            .ok_or_else(|| StoreError::not_found(resource, namespace, name))?;
+        let stored_uid = meta_str(&stored, "uid").unwrap_or("");
+        if let Some(want) = client_uid
+            && want != stored_uid
+        {
+            return Err(StoreError::uid_precondition(
+                resource, namespace, name, want, stored_uid,
+            ));
+        }
+        if let Some(want) = client_rv
+            && Some(want) != meta_str(&stored, "resourceVersion")
+        {
+            return Err(StoreError::conflict(
+                resource,
+                namespace,
+                name,
+                CONFLICT_MODIFIED.to_owned(),
+            ));
+        }
+        Ok(stored)
+    }
+
+    /// Writes a changed object at a new resourceVersion with a `MODIFIED` event.
+    fn store_modified(
+        tx: &mut WriteTx<'_>,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        mut obj: Value,
+        owners: Option<&[String]>,
+    ) -> Result<Value, StoreError> {
+        let rv = tx.next_rev();
+        object::metadata_mut(&mut obj)?.insert("resourceVersion".into(), rv.to_string().into());
+        let uid = meta_str(&obj, "uid").unwrap_or("").to_owned();
+        tx.put(resource, namespace, name, &uid, rv, &obj, owners)?;
+        tx.record_event(rv, resource, namespace, name, EventType::Modified, &obj)?;
+        Ok(obj)
+    }
+
+    /// Removes one object at a new resourceVersion with a `DELETED` event.
+    fn delete_one(
+        tx: &mut WriteTx<'_>,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+        mut obj: Value,
+        now: &str,
+    ) -> Result<Value, StoreError> {
+        let rv = tx.next_rev();
+        let meta = object::metadata_mut(&mut obj)?;
+        meta.insert("resourceVersion".into(), rv.to_string().into());
+        meta.entry("deletionTimestamp")
+            .or_insert_with(|| now.into());
+        object::canonicalize_metadata(meta);
+        tx.remove(resource, namespace, name)?;
+        tx.record_event(rv, resource, namespace, name, EventType::Deleted, &obj)?;
+        Ok(obj)
+    }
+}

@@ -1,0 +1,965 @@
+//! Crate tests: real SQLite files in temporary directories.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::Arc;
+
+use chrono::{DateTime, TimeZone, Utc};
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::{EventType, LabelSelector, Options, Store, StoreError, WatchEvent};
+
+const SVC: &str = "services.serving.knative.dev";
+const CFG: &str = "configurations.serving.knative.dev";
+const REV: &str = "revisions.serving.knative.dev";
+
+fn fixed_clock() -> DateTime<Utc> {
+    Utc.with_ymd_and_hms(2026, 11, 21, 12, 0, 0).unwrap()
+}
+
+fn options(event_history: usize) -> Options {
+    Options {
+        event_history,
+        clock: fixed_clock,
+        ..Options::default()
+    }
+}
+
+fn temp_store() -> (TempDir, Store) {
+    temp_store_with(crate::DEFAULT_EVENT_HISTORY)
+}
+
+fn temp_store_with(event_history: usize) -> (TempDir, Store) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open_with(&dir.path().join("wisp.db"), options(event_history)).unwrap();
+    (dir, store)
+}
+
+fn obj(ns: &str, name: &str, labels: Value) -> Value {
+    json!({
+        "apiVersion": "serving.knative.dev/v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": ns, "labels": labels},
+        "spec": {"image": "hello"},
+    })
+}
+
+fn owned(ns: &str, name: &str, owner_uid: &str) -> Value {
+    json!({
+        "metadata": {
+            "name": name,
+            "namespace": ns,
+            "ownerReferences": [{"kind": "X", "name": "owner", "uid": owner_uid, "controller": true}],
+        },
+        "spec": {},
+    })
+}
+
+fn meta<'a>(o: &'a Value, field: &str) -> &'a Value {
+    &o["metadata"][field]
+}
+
+fn rv(o: &Value) -> u64 {
+    meta(o, "resourceVersion")
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+fn uid(o: &Value) -> String {
+    meta(o, "uid").as_str().unwrap().to_owned()
+}
+
+fn ns_names(items: &[Value]) -> Vec<String> {
+    items
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}",
+                meta(o, "namespace").as_str().unwrap(),
+                meta(o, "name").as_str().unwrap()
+            )
+        })
+        .collect()
+}
+
+fn event_summary(events: &[WatchEvent]) -> Vec<(u64, EventType, String)> {
+    events
+        .iter()
+        .map(|e| {
+            (
+                e.resource_version,
+                e.event_type,
+                format!(
+                    "{}:{}",
+                    e.resource,
+                    meta(&e.object, "name").as_str().unwrap()
+                ),
+            )
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------- create/get
+
+#[test]
+fn create_sets_server_owned_metadata() {
+    let (_dir, store) = temp_store();
+    let mut input = obj("default", "hello", json!({"app": "a"}));
+    input["metadata"]["deletionTimestamp"] = json!("2020-01-01T00:00:00Z");
+    input["metadata"]["uid"] = json!("client-chosen");
+    input["metadata"]["resourceVersion"] = json!("99");
+    input["status"] = json!({"observedGeneration": 7});
+
+    let created = store.create(SVC, input).unwrap();
+    let m = &created["metadata"];
+    assert_eq!(m["resourceVersion"], "1");
+    assert_eq!(m["generation"], 1);
+    assert_eq!(m["creationTimestamp"], "2026-11-21T12:00:00Z");
+    assert!(m.get("deletionTimestamp").is_none());
+    let u = uuid::Uuid::parse_str(m["uid"].as_str().unwrap()).unwrap();
+    assert_eq!(u.get_version_num(), 4);
+    assert_eq!(
+        created["status"],
+        json!({"observedGeneration": 7}),
+        "status kept"
+    );
+    assert_eq!(store.current_revision(), 1);
+
+    assert_eq!(store.get(SVC, "default", "hello").unwrap(), Some(created));
+    assert_eq!(store.get(SVC, "default", "nope").unwrap(), None);
+    assert_eq!(store.get(SVC, "other", "hello").unwrap(), None);
+    assert_eq!(store.get(CFG, "default", "hello").unwrap(), None);
+}
+
+#[test]
+fn create_rejects_bad_input() {
+    let (_dir, store) = temp_store();
+    let cases = [
+        ("not an object", json!("x")),
+        ("no namespace", json!({"metadata": {"name": "a"}})),
+        ("no name", json!({"metadata": {"namespace": "default"}})),
+        (
+            "empty name",
+            json!({"metadata": {"namespace": "default", "name": ""}}),
+        ),
+        ("metadata not object", json!({"metadata": 5})),
+    ];
+    for (what, input) in cases {
+        let err = store.create(SVC, input).unwrap_err();
+        assert!(matches!(err, StoreError::Invalid(_)), "{what}: {err:?}");
+    }
+    assert_eq!(store.current_revision(), 0, "failed writes change nothing");
+}
+
+#[test]
+fn create_already_exists() {
+    let (_dir, store) = temp_store();
+    store
+        .create(SVC, obj("default", "hello", json!({})))
+        .unwrap();
+    let err = store
+        .create(SVC, obj("default", "hello", json!({})))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::AlreadyExists { .. }));
+    assert_eq!(
+        err.to_string(),
+        r#"services.serving.knative.dev "hello" already exists"#
+    );
+    assert_eq!(store.current_revision(), 1);
+    assert_eq!(store.events_since(0, None, None, 100).unwrap().len(), 1);
+    // Same name in another namespace or of another resource is a different object.
+    store.create(SVC, obj("other", "hello", json!({}))).unwrap();
+    store
+        .create(CFG, obj("default", "hello", json!({})))
+        .unwrap();
+}
+
+#[test]
+fn generate_name() {
+    let (_dir, store) = temp_store();
+    const ALPHABET: &str = "bcdfghjklmnpqrstvwxz2456789";
+    let mut seen = BTreeSet::new();
+    for _ in 0..20 {
+        let input = json!({"metadata": {"namespace": "default", "generateName": "hello-"}});
+        let created = store.create(SVC, input).unwrap();
+        let name = meta(&created, "name").as_str().unwrap().to_owned();
+        let suffix = name.strip_prefix("hello-").unwrap();
+        assert_eq!(suffix.len(), 5, "{name}");
+        assert!(suffix.chars().all(|c| ALPHABET.contains(c)), "{name}");
+        assert_eq!(meta(&created, "generateName"), "hello-");
+        assert!(seen.insert(name));
+    }
+    // An explicit name wins over generateName.
+    let input = json!({"metadata": {"namespace": "default", "name": "x", "generateName": "y-"}});
+    assert_eq!(meta(&store.create(SVC, input).unwrap(), "name"), "x");
+    // Long prefixes are truncated so the name fits in 63 characters.
+    let long = "a".repeat(80);
+    let input = json!({"metadata": {"namespace": "default", "generateName": long}});
+    let created = store.create(SVC, input).unwrap();
+    assert_eq!(meta(&created, "name").as_str().unwrap().len(), 63);
+}
+
+#[test]
+fn in_memory_store_works() {
+    let store = Store::open_in_memory().unwrap();
+    store.create(SVC, obj("default", "a", json!({}))).unwrap();
+    assert_eq!(store.list(SVC, None, None).unwrap().1, 1);
+}
+
+// ---------------------------------------------------------------------------------- list
+
+fn seeded_for_list() -> (TempDir, Store) {
+    let (dir, store) = temp_store();
+    let items = [
+        ("default", "b", json!({"app": "web", "tier": "front"})),
+        (
+            "default",
+            "a",
+            json!({"app": "api", "tier": "back", "canary": "true"}),
+        ),
+        ("prod", "a", json!({"app": "web", "version": "3"})),
+        ("dev", "z", json!({})),
+    ];
+    for (ns, name, labels) in items {
+        store.create(SVC, obj(ns, name, labels)).unwrap();
+    }
+    store
+        .create(CFG, obj("default", "c", json!({"app": "web"})))
+        .unwrap();
+    (dir, store)
+}
+
+#[test]
+fn list_namespaces_and_order() {
+    let (_dir, store) = seeded_for_list();
+    let (items, rev) = store.list(SVC, None, None).unwrap();
+    assert_eq!(
+        ns_names(&items),
+        ["default/a", "default/b", "dev/z", "prod/a"]
+    );
+    assert_eq!(
+        rev, 5,
+        "list returns the global revision, not the newest item's"
+    );
+    let (items, _) = store.list(SVC, Some("default"), None).unwrap();
+    assert_eq!(ns_names(&items), ["default/a", "default/b"]);
+    let (items, _) = store.list(SVC, Some("empty"), None).unwrap();
+    assert!(items.is_empty());
+    let (items, _) = store.list(CFG, None, None).unwrap();
+    assert_eq!(ns_names(&items), ["default/c"]);
+    let (items, rev) = store.list("unknown.example.com", None, None).unwrap();
+    assert!(items.is_empty());
+    assert_eq!(rev, 5);
+}
+
+#[test]
+fn list_label_selectors() {
+    let (_dir, store) = seeded_for_list();
+    let cases: &[(&str, Option<&str>, &[&str])] = &[
+        ("", None, &["default/a", "default/b", "dev/z", "prod/a"]),
+        ("app=web", None, &["default/b", "prod/a"]),
+        ("app==web", None, &["default/b", "prod/a"]),
+        ("app=web", Some("default"), &["default/b"]),
+        ("app!=web", None, &["default/a", "dev/z"]),
+        ("app", None, &["default/a", "default/b", "prod/a"]),
+        ("!app", None, &["dev/z"]),
+        (
+            "app in (web,api)",
+            None,
+            &["default/a", "default/b", "prod/a"],
+        ),
+        ("app in (api)", None, &["default/a"]),
+        ("app notin (web)", None, &["default/a", "dev/z"]),
+        ("app=web,tier=front", None, &["default/b"]),
+        ("app=web,!tier", None, &["prod/a"]),
+        (" app = web , tier notin ( front ) ", None, &["prod/a"]),
+        ("canary,app in (api,x)", None, &["default/a"]),
+        ("version>2", None, &["prod/a"]),
+        ("version<3", None, &[]),
+        ("app=nothing", None, &[]),
+    ];
+    for (sel, ns, want) in cases {
+        let parsed = LabelSelector::parse(sel).unwrap();
+        let (items, _) = store.list(SVC, *ns, Some(&parsed)).unwrap();
+        assert_eq!(ns_names(&items), *want, "selector {sel:?}");
+    }
+}
+
+#[test]
+fn label_selector_matching_and_display() {
+    let labels = json!({"a": "1", "b": "", "c": "x"});
+    let labels = labels.as_object().unwrap();
+    let cases = [
+        ("a=1", true, "a=1"),
+        ("a=2", false, "a=2"),
+        ("b=", true, "b="),
+        ("b", true, "b"),
+        ("d=", false, "d="),
+        ("d!=x", true, "d!=x"),
+        ("!d", true, "!d"),
+        ("!a", false, "!a"),
+        ("c in (y, x, x)", true, "c in (x,y)"),
+        ("c notin (x)", false, "c notin (x)"),
+        ("c in (x,)", true, "c in (,x)"),
+        ("a>0,a<2", true, "a>0,a<2"),
+        ("c>0", false, "c>0"),
+        ("example.com/key=v_1.2-3", false, "example.com/key=v_1.2-3"),
+    ];
+    for (input, want, display) in cases {
+        let sel = LabelSelector::parse(input).unwrap();
+        assert_eq!(sel.matches(labels), want, "{input}");
+        assert_eq!(sel.to_string(), display, "{input}");
+        assert_eq!(
+            LabelSelector::parse(display).unwrap(),
+            sel,
+            "round trip {input}"
+        );
+    }
+    assert!(LabelSelector::parse("").unwrap().is_empty());
+    assert!(LabelSelector::everything().matches_object(&json!({})));
+    assert!(
+        !LabelSelector::parse("a")
+            .unwrap()
+            .matches_object(&json!({}))
+    );
+}
+
+#[test]
+fn label_selector_parse_errors() {
+    let cases = [
+        "a in ()",
+        "a in (x",
+        "a in x",
+        "a notin",
+        "a=b=c",
+        "a b",
+        "a,",
+        ",a",
+        "!",
+        "!a=b",
+        "=b",
+        "a>x",
+        "a<",
+        "a in (b c)",
+        "-bad=x",
+        "a=-bad",
+        "Upper.Case/x=y",
+        "a=(b)",
+        &format!("{}=x", "k".repeat(64)),
+    ];
+    for input in cases {
+        let err = LabelSelector::parse(input).unwrap_err();
+        assert!(matches!(err, StoreError::Invalid(_)), "{input}: {err:?}");
+        assert!(
+            err.to_string().contains("unable to parse label selector"),
+            "{err}"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------- update
+
+#[test]
+fn update_cas_conflict() {
+    let (_dir, store) = temp_store();
+    let v1 = store
+        .create(SVC, obj("default", "hello", json!({})))
+        .unwrap();
+
+    let mut stale = v1.clone();
+    stale["spec"]["image"] = json!("v2");
+    let v2 = store.update(SVC, stale.clone()).unwrap();
+    assert_eq!(rv(&v2), 2);
+
+    // Same resourceVersion again: now stale.
+    stale["spec"]["image"] = json!("v3");
+    let err = store.update(SVC, stale.clone()).unwrap_err();
+    assert!(err.is_conflict());
+    assert_eq!(
+        err.to_string(),
+        "Operation cannot be fulfilled on services.serving.knative.dev \"hello\": the object has \
+         been modified; please apply your changes to the latest version and try again"
+    );
+    let err = store.update_status(SVC, stale.clone()).unwrap_err();
+    assert!(err.is_conflict());
+
+    // Empty resourceVersion: unconditional.
+    stale["metadata"]["resourceVersion"] = json!("");
+    let v3 = store.update(SVC, stale.clone()).unwrap();
+    assert_eq!((rv(&v3), &v3["spec"]["image"]), (3, &json!("v3")));
+
+    // A different uid means a different (re-created) object.
+    let mut other = v3.clone();
+    other["metadata"]["uid"] = json!("6f1d7c5e-0000-4000-8000-000000000000");
+    other["spec"]["image"] = json!("v4");
+    let err = store.update(SVC, other).unwrap_err();
+    assert!(err.is_conflict());
+    assert!(
+        err.to_string()
+            .contains("Precondition failed: UID in precondition"),
+        "{err}"
+    );
+
+    // Not found.
+    let err = store
+        .update(SVC, obj("default", "missing", json!({})))
+        .unwrap_err();
+    assert!(err.is_not_found());
+    assert_eq!(
+        err.to_string(),
+        r#"services.serving.knative.dev "missing" not found"#
+    );
+
+    assert_eq!(store.current_revision(), 3);
+    assert_eq!(store.get(SVC, "default", "hello").unwrap(), Some(v3));
+}
+
+#[test]
+fn generation_bumps_only_on_spec_change() {
+    let (_dir, store) = temp_store();
+    let mut cur = store
+        .create(SVC, obj("default", "hello", json!({})))
+        .unwrap();
+    // (change, want generation, want resourceVersion)
+    type Case = (&'static str, Box<dyn Fn(&mut Value)>, i64, u64);
+    let cases: Vec<Case> = vec![
+        (
+            "label",
+            Box::new(|o| o["metadata"]["labels"]["x"] = json!("y")),
+            1,
+            2,
+        ),
+        (
+            "annotation",
+            Box::new(|o| o["metadata"]["annotations"] = json!({"n": "1"})),
+            1,
+            3,
+        ),
+        (
+            "spec field",
+            Box::new(|o| o["spec"]["image"] = json!("v2")),
+            2,
+            4,
+        ),
+        (
+            "spec added key",
+            Box::new(|o| o["spec"]["port"] = json!(8080)),
+            3,
+            5,
+        ),
+        (
+            "client generation ignored",
+            Box::new(|o| o["metadata"]["generation"] = json!(42)),
+            3,
+            5,
+        ),
+        (
+            "spec and label",
+            Box::new(|o| {
+                o["spec"]["image"] = json!("v3");
+                o["metadata"]["labels"]["x"] = json!("z");
+            }),
+            4,
+            6,
+        ),
+    ];
+    for (what, change, want_gen, want_rv) in cases {
+        let mut next = cur.clone();
+        change(&mut next);
+        cur = store.update(SVC, next).unwrap();
+        assert_eq!(meta(&cur, "generation"), want_gen, "{what}");
+        assert_eq!(rv(&cur), want_rv, "{what}");
+    }
+}
+
+#[test]
+fn noop_update_writes_nothing() {
+    let (_dir, store) = temp_store();
+    let created = store
+        .create(SVC, obj("default", "hello", json!({"a": "b"})))
+        .unwrap();
+    let mut rx = store.subscribe();
+    rx.mark_unchanged();
+
+    let cases: Vec<(&str, Value)> = vec![
+        ("identical", created.clone()),
+        ("no resourceVersion", {
+            let mut o = created.clone();
+            o["metadata"]
+                .as_object_mut()
+                .unwrap()
+                .remove("resourceVersion");
+            o
+        }),
+        ("server fields omitted or different", {
+            let mut o = obj("default", "hello", json!({"a": "b"}));
+            o["metadata"]["creationTimestamp"] = json!("1999-01-01T00:00:00Z");
+            o["metadata"]["generation"] = json!(9);
+            o
+        }),
+        ("status sent to main resource", {
+            let mut o = created.clone();
+            o["status"] = json!({"ready": true});
+            o
+        }),
+    ];
+    for (what, input) in cases {
+        let out = store.update(SVC, input).unwrap();
+        assert_eq!(out, created, "{what}");
+    }
+    let same_status = store.update_status(SVC, created.clone()).unwrap();
+    assert_eq!(same_status, created);
+
+    assert_eq!(store.current_revision(), 1);
+    assert!(!rx.has_changed().unwrap(), "no revision published");
+    let events = store.events_since(0, None, None, 100).unwrap();
+    assert_eq!(
+        event_summary(&events),
+        [(1, EventType::Added, format!("{SVC}:hello"))]
+    );
+}
+
+#[test]
+fn update_ignores_status_and_update_status_only_touches_status() {
+    let (_dir, store) = temp_store();
+    let mut input = obj("default", "hello", json!({}));
+    input["status"] = json!({"phase": "initial"});
+    let created = store.create(SVC, input).unwrap();
+
+    // Main resource: spec applied, status ignored.
+    let mut u = created.clone();
+    u["spec"]["image"] = json!("v2");
+    u["status"] = json!({"phase": "hacked"});
+    let updated = store.update(SVC, u).unwrap();
+    assert_eq!(updated["status"], json!({"phase": "initial"}));
+    assert_eq!(updated["spec"]["image"], "v2");
+
+    // Client omits status entirely: stored status still kept.
+    let mut u = updated.clone();
+    u.as_object_mut().unwrap().remove("status");
+    u["metadata"]["labels"]["l"] = json!("1");
+    let updated = store.update(SVC, u).unwrap();
+    assert_eq!(updated["status"], json!({"phase": "initial"}));
+
+    // Status subresource: only status replaced.
+    let mut s = updated.clone();
+    s["status"] = json!({"phase": "ready", "observedGeneration": 2});
+    s["spec"]["image"] = json!("ignored");
+    s["metadata"]["labels"]["l"] = json!("ignored");
+    let after = store.update_status(SVC, s).unwrap();
+    assert_eq!(
+        after["status"],
+        json!({"phase": "ready", "observedGeneration": 2})
+    );
+    assert_eq!(after["spec"], updated["spec"]);
+    assert_eq!(after["metadata"]["labels"], updated["metadata"]["labels"]);
+    assert_eq!(meta(&after, "generation"), meta(&updated, "generation"));
+    assert_eq!(rv(&after), rv(&updated) + 1);
+
+    // Null status clears it.
+    let mut s = after.clone();
+    s["status"] = Value::Null;
+    let cleared = store.update_status(SVC, s).unwrap();
+    assert!(cleared.get("status").is_none());
+
+    let events = store.events_since(0, Some(SVC), None, 100).unwrap();
+    let types: Vec<_> = events.iter().map(|e| e.event_type).collect();
+    assert_eq!(
+        types,
+        [
+            EventType::Added,
+            EventType::Modified,
+            EventType::Modified,
+            EventType::Modified,
+            EventType::Modified
+        ]
+    );
+    assert_eq!(events.last().unwrap().object, cleared);
+}
+
+// ---------------------------------------------------------------------------------- delete
+
+#[test]
+fn delete_cascades_through_owner_references() {
+    let (_dir, store) = temp_store();
+    let svc = store
+        .create(SVC, obj("default", "hello", json!({})))
+        .unwrap(); // rv 1
+    let cfg = store
+        .create(CFG, owned("default", "hello", &uid(&svc)))
+        .unwrap(); // 2
+    store
+        .create(REV, owned("default", "hello-00002", &uid(&cfg)))
+        .unwrap(); // 3
+    store
+        .create(REV, owned("default", "hello-00001", &uid(&cfg)))
+        .unwrap(); // 4
+    let route = store
+        .create("routes", owned("default", "hello", &uid(&svc)))
+        .unwrap(); // 5
+    // Same owner uid but another namespace: owner references never cross namespaces.
+    store
+        .create(REV, owned("other", "stray", &uid(&cfg)))
+        .unwrap(); // 6
+    store
+        .create(SVC, obj("default", "unrelated", json!({})))
+        .unwrap(); // 7
+    // Owned by the route, but the reference is removed by an update before the delete.
+    let ex = store
+        .create(REV, owned("default", "ex-child", &uid(&route)))
+        .unwrap(); // 8
+    let mut ex = ex.clone();
+    ex["metadata"]
+        .as_object_mut()
+        .unwrap()
+        .remove("ownerReferences");
+    store.update(REV, ex).unwrap(); // 9
+
+    // Wrong uid precondition: nothing happens.
+    let err = store
+        .delete(SVC, "default", "hello", Some("wrong"))
+        .unwrap_err();
+    assert!(err.is_conflict(), "{err:?}");
+    assert_eq!(store.current_revision(), 9);
+
+    let deleted = store
+        .delete(SVC, "default", "hello", Some(&uid(&svc)))
+        .unwrap();
+    assert_eq!(rv(&deleted), 10);
+    assert_eq!(meta(&deleted, "deletionTimestamp"), "2026-11-21T12:00:00Z");
+    assert_eq!(deleted["spec"], svc["spec"]);
+
+    // Breadth-first: the object, its children sorted by (resource, name), then grandchildren.
+    let events = store.events_since(9, None, None, 100).unwrap();
+    assert_eq!(
+        event_summary(&events),
+        [
+            (10, EventType::Deleted, format!("{SVC}:hello")),
+            (11, EventType::Deleted, format!("{CFG}:hello")),
+            (12, EventType::Deleted, "routes:hello".to_owned()),
+            (13, EventType::Deleted, format!("{REV}:hello-00001")),
+            (14, EventType::Deleted, format!("{REV}:hello-00002")),
+        ]
+    );
+    for e in &events {
+        assert_eq!(rv(&e.object), e.resource_version);
+        assert_eq!(meta(&e.object, "deletionTimestamp"), "2026-11-21T12:00:00Z");
+    }
+    assert_eq!(events[0].object, deleted);
+    assert_eq!(store.current_revision(), 14);
+
+    for (res, ns, name, exists) in [
+        (SVC, "default", "hello", false),
+        (CFG, "default", "hello", false),
+        ("routes", "default", "hello", false),
+        (REV, "default", "hello-00001", false),
+        (REV, "default", "hello-00002", false),
+        (REV, "other", "stray", true),
+        (SVC, "default", "unrelated", true),
+        (REV, "default", "ex-child", true),
+    ] {
+        assert_eq!(
+            store.get(res, ns, name).unwrap().is_some(),
+            exists,
+            "{res} {ns}/{name}"
+        );
+    }
+
+    let err = store.delete(SVC, "default", "hello", None).unwrap_err();
+    assert!(err.is_not_found());
+    assert_eq!(store.current_revision(), 14);
+}
+
+#[test]
+fn delete_survives_ownership_cycles_and_shared_children() {
+    let (_dir, store) = temp_store();
+    let a = store.create(CFG, obj("default", "a", json!({}))).unwrap();
+    let b = store.create(CFG, owned("default", "b", &uid(&a))).unwrap();
+    // a is (also) owned by b: a cycle. c is owned by both.
+    let mut a2 = a.clone();
+    a2["metadata"]["ownerReferences"] = json!([{"uid": uid(&b)}]);
+    store.update(CFG, a2).unwrap();
+    let mut c = owned("default", "c", &uid(&a));
+    c["metadata"]["ownerReferences"] = json!([{"uid": uid(&a)}, {"uid": uid(&b)}]);
+    store.create(CFG, c).unwrap();
+
+    store.delete(CFG, "default", "a", None).unwrap();
+    assert!(store.list(CFG, None, None).unwrap().0.is_empty());
+    let deletes = store.events_since(4, None, None, 100).unwrap();
+    assert_eq!(deletes.len(), 3, "each object deleted exactly once");
+}
+
+// ---------------------------------------------------------------------------------- events
+
+#[test]
+fn events_since_order_filter_and_limit() {
+    let (_dir, store) = temp_store();
+    store.create(SVC, obj("default", "a", json!({}))).unwrap(); // 1
+    store.create(CFG, obj("default", "a", json!({}))).unwrap(); // 2
+    let b = store.create(SVC, obj("prod", "b", json!({}))).unwrap(); // 3
+    let mut b2 = b.clone();
+    b2["spec"]["image"] = json!("v2");
+    store.update(SVC, b2).unwrap(); // 4
+    store.delete(SVC, "default", "a", None).unwrap(); // 5
+
+    let all = store.events_since(0, None, None, 100).unwrap();
+    let rvs: Vec<u64> = all.iter().map(|e| e.resource_version).collect();
+    assert_eq!(rvs, [1, 2, 3, 4, 5]);
+
+    /// (from, resource, namespace, limit, expected resourceVersions)
+    type Case<'a> = (u64, Option<&'a str>, Option<&'a str>, usize, &'a [u64]);
+    let cases: &[Case] = &[
+        (0, Some(SVC), None, 100, &[1, 3, 4, 5]),
+        (0, Some(CFG), None, 100, &[2]),
+        (0, None, Some("prod"), 100, &[3, 4]),
+        (0, Some(SVC), Some("default"), 100, &[1, 5]),
+        (3, None, None, 100, &[4, 5]),
+        (0, None, None, 2, &[1, 2]),
+        (2, Some(SVC), None, 1, &[3]),
+        (5, None, None, 100, &[]),
+        (50, None, None, 100, &[]),
+        (0, Some("nothing"), None, 100, &[]),
+    ];
+    for (from, res, ns, limit, want) in cases {
+        let got: Vec<u64> = store
+            .events_since(*from, *res, *ns, *limit)
+            .unwrap()
+            .iter()
+            .map(|e| e.resource_version)
+            .collect();
+        assert_eq!(
+            got, *want,
+            "from={from} res={res:?} ns={ns:?} limit={limit}"
+        );
+    }
+    assert_eq!(all[3].event_type, EventType::Modified);
+    assert_eq!(all[3].object["spec"]["image"], "v2");
+    assert_eq!(all[4].event_type, EventType::Deleted);
+
+    let wire = serde_json::to_value(&all[0]).unwrap();
+    assert_eq!(wire["type"], "ADDED");
+    assert_eq!(wire["resourceVersion"], 1);
+}
+
+#[test]
+fn events_gone_after_compaction() {
+    let (dir, store) = temp_store_with(5);
+    for i in 0..12 {
+        store
+            .create(SVC, obj("default", &format!("o{i}"), json!({})))
+            .unwrap();
+    }
+    // Retained: 8..=12, compacted through 7.
+    let got: Vec<u64> = store
+        .events_since(7, None, None, 100)
+        .unwrap()
+        .iter()
+        .map(|e| e.resource_version)
+        .collect();
+    assert_eq!(got, [8, 9, 10, 11, 12]);
+    for from in [0, 1, 6] {
+        let err = store.events_since(from, None, None, 100).unwrap_err();
+        assert!(
+            matches!(err, StoreError::Gone { oldest: 7, .. }),
+            "{from}: {err:?}"
+        );
+    }
+    let err = store.events_since(6, None, None, 100).unwrap_err();
+    assert_eq!(err.to_string(), "too old resource version: 6 (7)");
+    // Filtered watches are judged by the same global position.
+    assert!(matches!(
+        store.events_since(3, Some("other"), None, 100),
+        Err(StoreError::Gone { .. })
+    ));
+    assert!(store.events_since(12, None, None, 100).unwrap().is_empty());
+
+    // Compaction state survives a restart, also with a larger history setting.
+    drop(store);
+    let store = Store::open_with(&dir.path().join("wisp.db"), options(100)).unwrap();
+    assert!(store.events_since(6, None, None, 100).is_err());
+    assert_eq!(store.events_since(7, None, None, 100).unwrap().len(), 5);
+}
+
+#[test]
+fn subscribe_publishes_commits() {
+    let (_dir, store) = temp_store();
+    let mut rx = store.subscribe();
+    assert_eq!(*rx.borrow_and_update(), 0);
+    store.create(SVC, obj("default", "a", json!({}))).unwrap();
+    assert!(rx.has_changed().unwrap());
+    assert_eq!(*rx.borrow_and_update(), 1);
+    // A failed write publishes nothing.
+    let _ = store
+        .create(SVC, obj("default", "a", json!({})))
+        .unwrap_err();
+    assert!(!rx.has_changed().unwrap());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn subscribe_wakes_async_watchers() {
+    let (_dir, store) = temp_store();
+    let mut rx = store.subscribe();
+    let writer = store.clone();
+    let task = tokio::task::spawn_blocking(move || {
+        for i in 0..3 {
+            writer
+                .create(SVC, obj("default", &format!("o{i}"), json!({})))
+                .unwrap();
+        }
+    });
+    let mut seen = 0;
+    let mut events = Vec::new();
+    while seen < 3 {
+        rx.changed().await.unwrap();
+        let target = *rx.borrow_and_update();
+        let reader = store.clone();
+        let from = seen;
+        let batch = tokio::task::spawn_blocking(move || reader.events_since(from, None, None, 100))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(batch.last().unwrap().resource_version >= target);
+        seen = batch.last().unwrap().resource_version;
+        events.extend(batch);
+    }
+    task.await.unwrap();
+    let rvs: Vec<u64> = events.iter().map(|e| e.resource_version).collect();
+    assert_eq!(rvs, [1, 2, 3]);
+}
+
+// ---------------------------------------------------------------------------------- durability
+
+#[test]
+fn counter_monotonic_across_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wisp.db");
+    let mut last = 0;
+    for round in 0..3 {
+        let store = Store::open_with(&path, options(100)).unwrap();
+        assert_eq!(store.current_revision(), last, "round {round}");
+        let o = store
+            .create(SVC, obj("default", &format!("r{round}"), json!({})))
+            .unwrap();
+        assert_eq!(rv(&o), last + 1);
+        // Deletions take revisions too; the counter must not fall back to the max object rv.
+        store
+            .delete(SVC, "default", &format!("r{round}"), None)
+            .unwrap();
+        last = store.current_revision();
+        assert_eq!(last, rv(&o) + 1);
+        if round == 1 {
+            store.checkpoint().unwrap();
+        }
+    }
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.current_revision(), 6);
+    assert_eq!(store.events_since(0, None, None, 100).unwrap().len(), 6);
+}
+
+#[test]
+fn reopen_after_unclean_drop_keeps_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wisp.db");
+    let store = Store::open(&path).unwrap();
+    for i in 0..5 {
+        store
+            .create(SVC, obj("default", &format!("o{i}"), json!({})))
+            .unwrap();
+    }
+    // Leak the connection: no close, no WAL checkpoint, as if the process had died.
+    std::mem::forget(store);
+    let store = Store::open(&path).unwrap();
+    assert_eq!(store.current_revision(), 5);
+    assert_eq!(store.list(SVC, None, None).unwrap().0.len(), 5);
+}
+
+/// Child half of `survives_process_abort`: only does something when spawned by it.
+#[test]
+#[ignore = "helper process for survives_process_abort"]
+fn abort_child() {
+    let Some(dir) = std::env::var_os("WISP_STORE_ABORT_DIR") else {
+        return;
+    };
+    let store = Store::open(&Path::new(&dir).join("wisp.db")).unwrap();
+    for i in 0..20 {
+        store
+            .create(SVC, obj("default", &format!("o{i}"), json!({})))
+            .unwrap();
+    }
+    // Every create above was acknowledged; die without running any destructor.
+    std::process::abort();
+}
+
+#[test]
+fn survives_process_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--ignored", "--exact", "tests::abort_child", "--nocapture"])
+        .env("WISP_STORE_ABORT_DIR", dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "child should have aborted");
+    let store = Store::open(&dir.path().join("wisp.db")).unwrap();
+    assert_eq!(store.current_revision(), 20);
+    let (items, _) = store.list(SVC, None, None).unwrap();
+    assert_eq!(items.len(), 20);
+    let o = store
+        .create(SVC, obj("default", "after", json!({})))
+        .unwrap();
+    assert_eq!(rv(&o), 21);
+}
+
+// ---------------------------------------------------------------------------------- concurrency
+
+#[test]
+fn concurrent_cas_increments_lose_nothing() {
+    const THREADS: usize = 4;
+    const PER_THREAD: i64 = 25;
+    let (_dir, store) = temp_store();
+    let mut counter = obj("default", "counter", json!({}));
+    counter["spec"] = json!({"count": 0});
+    store.create(CFG, counter).unwrap();
+    let conflicts = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+
+    std::thread::scope(|s| {
+        for _ in 0..THREADS {
+            let store = store.clone();
+            let conflicts = conflicts.clone();
+            s.spawn(move || {
+                let mut done = 0;
+                while done < PER_THREAD {
+                    let mut cur = store.get(CFG, "default", "counter").unwrap().unwrap();
+                    // Widen the read-modify-write window so conflicts actually happen.
+                    std::thread::yield_now();
+                    let n = cur["spec"]["count"].as_i64().unwrap();
+                    cur["spec"]["count"] = json!(n + 1);
+                    match store.update(CFG, cur) {
+                        Ok(_) => done += 1,
+                        Err(e) if e.is_conflict() => {
+                            conflicts.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        }
+                        Err(e) => panic!("{e}"),
+                    }
+                }
+            });
+        }
+    });
+
+    let total = THREADS as i64 * PER_THREAD;
+    let last = store.get(CFG, "default", "counter").unwrap().unwrap();
+    assert_eq!(last["spec"]["count"], total);
+    assert_eq!(meta(&last, "generation"), total + 1);
+    assert_eq!(rv(&last), total as u64 + 1);
+    assert_eq!(store.current_revision(), total as u64 + 1);
+    let events = store.events_since(0, None, None, 1000).unwrap();
+    assert_eq!(events.len() as i64, total + 1);
+    eprintln!(
+        "conflicts retried: {}",
+        conflicts.load(std::sync::atomic::Ordering::Relaxed)
+    );
+}
