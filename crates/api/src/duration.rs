@@ -37,7 +37,9 @@ impl GoDuration {
 
     /// The std duration, or None when negative.
     pub fn to_std(self) -> Option<std::time::Duration> {
-        u64::try_from(self.0).ok().map(std::time::Duration::from_nanos)
+        u64::try_from(self.0)
+            .ok()
+            .map(std::time::Duration::from_nanos)
     }
 
     /// Parses like Go's `time.ParseDuration` (`"1h30m"`, `"1.5s"`, `"-2m"`, `"0"`).
@@ -179,7 +181,17 @@ mod tests {
 
     #[test]
     fn rejects_garbage() {
-        for bad in ["", "s", "10", "1x", "CLXXXIIIs", "1..2s", "--1s", ".s", "9999999999999h"] {
+        for bad in [
+            "",
+            "s",
+            "10",
+            "1x",
+            "CLXXXIIIs",
+            "1..2s",
+            "--1s",
+            ".s",
+            "9999999999999h",
+        ] {
             assert!(GoDuration::parse(bad).is_err(), "{bad}");
         }
     }

@@ -123,7 +123,11 @@ impl FieldError {
     /// as in Knative: `via_field("spec")` after `via_field("template")` gives `spec.template.…`.
     pub fn via_field(mut self, field: &str) -> Self {
         self.paths = self.paths.iter().map(|p| join_path(field, p)).collect();
-        self.errors = self.errors.into_iter().map(|e| e.via_field(field)).collect();
+        self.errors = self
+            .errors
+            .into_iter()
+            .map(|e| e.via_field(field))
+            .collect();
         self
     }
 
@@ -174,7 +178,11 @@ impl FieldError {
         for m in &mut merged {
             m.paths.sort();
         }
-        merged.sort_by(|a, b| a.message.cmp(&b.message).then_with(|| a.details.cmp(&b.details)));
+        merged.sort_by(|a, b| {
+            a.message
+                .cmp(&b.message)
+                .then_with(|| a.details.cmp(&b.details))
+        });
         merged
     }
 
@@ -266,10 +274,7 @@ mod tests {
                     .also(FieldError::missing(&["c"])),
                 "missing field(s): c\nmust not set the field(s): a, b",
             ),
-            (
-                FieldError::generic("no path", &[]),
-                "no path: ",
-            ),
+            (FieldError::generic("no path", &[]), "no path: "),
             (
                 FieldError::invalid_value(8012, "containerPort")
                     .with_details("8012 is a reserved port, please use a different value")

@@ -95,7 +95,8 @@ pub fn lookup(name: &str) -> Option<&'static ResourceKind> {
 
 /// Finds a kind by its URL plural and API group.
 pub fn by_plural(group: &str, plural: &str) -> Option<&'static ResourceKind> {
-    ALL.into_iter().find(|k| k.group == group && k.plural == plural)
+    ALL.into_iter()
+        .find(|k| k.group == group && k.plural == plural)
 }
 
 #[cfg(test)]

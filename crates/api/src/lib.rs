@@ -9,10 +9,12 @@
 
 pub mod autoscaling;
 pub mod config;
+pub mod defaults;
 pub mod duration;
 pub mod field_error;
 pub mod kinds;
 pub mod meta;
 pub mod serving;
+pub mod validation;
 
 pub use field_error::FieldError;

@@ -1,1 +1,91 @@
-//! REST API (being written).
+//! The wisp REST API: Kubernetes API conventions over the wisp store, so that Knative YAML
+//! and Kubernetes-minded clients work unchanged.
+//!
+//! Paths are `/apis/{group}/{version}/namespaces/{ns}/{plural}[/{name}[/status]]` plus
+//! cluster-wide lists `/apis/{group}/{version}/{plural}`. Writes go through [`admission`]
+//! (Knative's defaulting and validation) before they reach the store; errors are
+//! Kubernetes `Status` objects ([`error`]); `?watch=true` streams ordered events ([`watch`]).
+//! Start reading at [`router`].
+
+pub mod admission;
+pub mod body;
+pub mod error;
+mod handlers;
+mod watch;
+
+use std::sync::Arc;
+
+use axum::{
+    Router,
+    extract::{Request, State},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use wisp_api::config::Config;
+use wisp_store::Store;
+
+use crate::error::ApiError;
+
+/// What every handler needs.
+#[derive(Clone)]
+pub struct ApiState {
+    pub store: Store,
+    pub config: Arc<Config>,
+    /// The bearer token clients must present; `None` disables auth (loopback only — the
+    /// caller enforces that).
+    pub token: Option<Arc<str>>,
+    /// The user name recorded in `serving.knative.dev/creator` for token holders.
+    pub user: Arc<str>,
+}
+
+/// The whole API as an axum router.
+pub fn router(state: ApiState) -> Router {
+    let api = Router::new()
+        .route("/apis/{group}/{version}/{plural}", get(handlers::list_all))
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}",
+            get(handlers::list).post(handlers::create),
+        )
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}",
+            get(handlers::get)
+                .put(handlers::replace)
+                .patch(handlers::patch)
+                .delete(handlers::delete),
+        )
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/status",
+            get(handlers::get_status)
+                .put(handlers::replace_status)
+                .patch(handlers::patch_status),
+        )
+        .fallback(|| async { ApiError::path_not_found() })
+        .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        .layer(axum::extract::DefaultBodyLimit::disable());
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .merge(api)
+        .with_state(state)
+}
+
+/// Bearer-token check; compared in constant time so the token cannot be guessed by timing.
+async fn authenticate(State(state): State<ApiState>, req: Request, next: Next) -> Response {
+    if let Some(token) = &state.token {
+        let presented = req
+            .headers()
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim);
+        let ok = presented.is_some_and(|p| {
+            use subtle::ConstantTimeEq;
+            p.len() == token.len() && bool::from(p.as_bytes().ct_eq(token.as_bytes()))
+        });
+        if !ok {
+            return ApiError::unauthorized().into_response();
+        }
+    }
+    next.run(req).await
+}

@@ -1,0 +1,633 @@
+//! One container of a revision: Knative's `ContainerMask`, ports, probes, env, security
+//! context, volume mounts and image (`pkg/apis/serving/k8s_validation.go`, reference §1.3,
+//! §6.1). Paths are relative to the container (`containers[i]` is added by the caller).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::Value;
+
+use crate::config::{Config, SecurePodDefaults};
+use crate::field_error::FieldError;
+use crate::serving::{
+    Container, ContainerPort, EnvVar, Probe, SecurityContext, Volume, VolumeMount,
+};
+
+use super::image::is_valid_reference;
+use super::names::{dns1123_label, env_var_name};
+
+/// Ports the queue-proxy and profiling server already listen on in the pod.
+const RESERVED_PORTS: [i64; 6] = [8012, 8013, 8022, 9090, 9091, 8008];
+const RESERVED_PATHS: [&str; 3] = ["/", "/dev", "/dev/log"];
+const MAX_ID: i64 = i32::MAX as i64;
+
+/// Which role a container plays; reserved env vars and probe rules differ.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    Serving,
+    Sidecar,
+    Init,
+}
+
+/// The serving port as Knative's `validateContainersPorts` resolves it (name `http` and port
+/// 8080 when unset), for checking that probes target it.
+#[derive(Clone, Debug)]
+pub struct ServingPort {
+    pub name: String,
+    pub container_port: i64,
+}
+
+/// `must not set the field(s)` for every non-null key of a struct's `extra` map.
+pub fn disallowed_extra(extra: &BTreeMap<String, Value>, prefix: &str) -> FieldError {
+    let paths: Vec<String> = extra
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, _)| {
+            if prefix.is_empty() {
+                k.clone()
+            } else {
+                format!("{prefix}.{k}")
+            }
+        })
+        .collect();
+    if paths.is_empty() {
+        return FieldError::none();
+    }
+    let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
+    FieldError::disallowed(&refs)
+}
+
+/// Keys of a JSON object, except those listed in `allowed`, as disallowed fields.
+fn disallowed_keys(v: &Value, allowed: &[&str], prefix: &str) -> FieldError {
+    let Some(obj) = v.as_object() else {
+        return FieldError::none();
+    };
+    let extra: BTreeMap<String, Value> = obj
+        .iter()
+        .filter(|(k, _)| !allowed.contains(&k.as_str()))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    disallowed_extra(&extra, prefix)
+}
+
+/// Everything Knative checks on any container, whatever its role (`validate`).
+pub fn validate_container(
+    cfg: &Config,
+    c: &Container,
+    role: Role,
+    volumes: &BTreeMap<String, &Volume>,
+    port: &ServingPort,
+) -> FieldError {
+    if *c == Container::default() {
+        return FieldError::missing(&[""]);
+    }
+    let mut errs = FieldError::none();
+    match role {
+        Role::Serving => {
+            errs = errs
+                .also(
+                    validate_probe(c.liveness_probe.as_ref(), Some(port))
+                        .via_field("livenessProbe"),
+                )
+                .also(
+                    validate_readiness_probe(c.readiness_probe.as_ref(), Some(port))
+                        .via_field("readinessProbe"),
+                )
+                .also(
+                    validate_probe(c.startup_probe.as_ref(), Some(port)).via_field("startupProbe"),
+                );
+        }
+        Role::Sidecar => {
+            if cfg.features.multi_container_probing == crate::config::Flag::Enabled {
+                errs = errs
+                    .also(
+                        validate_probe(c.liveness_probe.as_ref(), None).via_field("livenessProbe"),
+                    )
+                    .also(
+                        validate_readiness_probe(c.readiness_probe.as_ref(), None)
+                            .via_field("readinessProbe"),
+                    );
+            } else {
+                // Knative only probes the serving container (via the queue-proxy).
+                errs = errs
+                    .also(probe_fields_disallowed(
+                        c.liveness_probe.as_ref(),
+                        "livenessProbe",
+                    ))
+                    .also(probe_fields_disallowed(
+                        c.readiness_probe.as_ref(),
+                        "readinessProbe",
+                    ));
+            }
+        }
+        Role::Init => {
+            // Kubernetes rejects these on init containers; fail early with a clear message.
+            for (set, field) in [
+                (c.liveness_probe.is_some(), "livenessProbe"),
+                (c.readiness_probe.is_some(), "readinessProbe"),
+                (c.startup_probe.is_some(), "startupProbe"),
+                (
+                    c.extra.get("lifecycle").is_some_and(|v| !v.is_null()),
+                    "lifecycle",
+                ),
+            ] {
+                if set {
+                    errs = errs.also(FieldError::generic(
+                        "field not allowed in an init container",
+                        &[field],
+                    ));
+                }
+            }
+        }
+    }
+
+    errs = errs.also(disallowed_extra(&c.extra, ""));
+    if c.name == "queue-proxy" {
+        errs = errs.also(FieldError::generic(
+            format!("{:?} is a reserved container name", c.name),
+            &["name"],
+        ));
+    } else if !c.name.is_empty() {
+        // wisp addition: Kubernetes would reject the pod; wisp has no Kubernetes to ask.
+        let msgs = dns1123_label(&c.name);
+        if !msgs.is_empty() {
+            errs =
+                errs.also(FieldError::invalid_value(&c.name, "name").with_details(msgs.join(", ")));
+        }
+    }
+
+    errs = errs.also(validate_env(cfg, &c.env, role).via_field("env"));
+    errs = errs.also(validate_env_from(&c.env_from).via_field("envFrom"));
+    errs = errs.also(validate_image(c));
+    errs = errs.also(
+        match role {
+            Role::Init => c
+                .ports
+                .iter()
+                .fold(FieldError::none(), |e, p| e.also(validate_port_basic(p))),
+            _ => validate_container_ports(&c.ports),
+        }
+        .via_field("ports"),
+    );
+    if let Some(r) = &c.resources {
+        errs = errs.also(disallowed_keys(r, &["limits", "requests"], "resources"));
+    }
+    if let Some(sc) = &c.security_context {
+        errs = errs.also(validate_security_context(cfg, sc).via_field("securityContext"));
+    }
+    match c.termination_message_policy.as_str() {
+        "" | "ReadFile" | "FallbackToLogsOnError" => {}
+        other => errs = errs.also(FieldError::invalid_value(other, "terminationMessagePolicy")),
+    }
+    errs.also(validate_volume_mounts(cfg, &c.volume_mounts, volumes).via_field("volumeMounts"))
+}
+
+/// Image rules. **wisp difference:** wisp can run a plain `command` without a container
+/// image, so a container needs `image` *or* `command`; with neither, the error is Knative's
+/// `missing field(s): …image`. A given image must still parse as a reference.
+fn validate_image(c: &Container) -> FieldError {
+    if c.image.is_empty() {
+        if c.command.is_empty() {
+            return FieldError::missing(&["image"]);
+        }
+        return FieldError::none();
+    }
+    if is_valid_reference(&c.image) {
+        return FieldError::none();
+    }
+    FieldError::generic("Failed to parse image reference", &["image"]).with_details(format!(
+        "image: {:?}, error: could not parse reference: {}",
+        c.image, c.image
+    ))
+}
+
+fn validate_env(cfg: &Config, env: &[EnvVar], role: Role) -> FieldError {
+    let mut errs = FieldError::none();
+    for (i, e) in env.iter().enumerate() {
+        errs = errs.also(validate_env_var(cfg, e, role).via_index(i));
+    }
+    errs
+}
+
+fn validate_env_var(cfg: &Config, e: &EnvVar, role: Role) -> FieldError {
+    let mut errs = disallowed_extra(&e.extra, "");
+    // The runtime injects these; `PORT` only into the serving container.
+    let reserved = match role {
+        Role::Serving => &["PORT", "K_SERVICE", "K_CONFIGURATION", "K_REVISION"][..],
+        _ => &["K_SERVICE", "K_CONFIGURATION", "K_REVISION"][..],
+    };
+    if e.name.is_empty() {
+        errs = errs.also(FieldError::missing(&["name"]));
+    } else if reserved.contains(&e.name.as_str()) {
+        errs = errs.also(FieldError::generic(
+            format!("{:?} is a reserved environment variable", e.name),
+            &["name"],
+        ));
+    } else {
+        // wisp addition (Kubernetes' own rule, which would otherwise reject the pod).
+        let msgs = env_var_name(&e.name);
+        if !msgs.is_empty() {
+            errs =
+                errs.also(FieldError::invalid_value(&e.name, "name").with_details(msgs.join(", ")));
+        }
+    }
+    if let Some(src) = &e.value_from {
+        // wisp addition: Kubernetes rejects a variable with both a value and a source.
+        if e.value.as_deref().is_some_and(|v| !v.is_empty()) {
+            errs = errs.also(FieldError::multiple_one_of(&["value", "valueFrom"]));
+        }
+        let mut sub = disallowed_extra(&src.extra, "");
+        if !cfg.features.podspec_fieldref.on() {
+            let mut paths = Vec::new();
+            if src.field_ref.is_some() {
+                paths.push("fieldRef");
+            }
+            if src.resource_field_ref.is_some() {
+                paths.push("resourceFieldRef");
+            }
+            if !paths.is_empty() {
+                sub = sub.also(FieldError::disallowed(&paths));
+            }
+        }
+        errs = errs.also(sub.via_field("valueFrom"));
+    }
+    errs
+}
+
+fn validate_env_from(list: &[Value]) -> FieldError {
+    let mut errs = FieldError::none();
+    for (i, ef) in list.iter().enumerate() {
+        errs = errs
+            .also(disallowed_keys(ef, &["prefix", "configMapRef", "secretRef"], "").via_index(i));
+        let has = |k: &str| ef.get(k).is_some_and(|v| !v.is_null());
+        // Knative reports these one-of errors without the index.
+        match (has("configMapRef"), has("secretRef")) {
+            (true, true) => {
+                errs = errs.also(FieldError::multiple_one_of(&["configMapRef", "secretRef"]))
+            }
+            (false, false) => {
+                errs = errs.also(FieldError::missing_one_of(&["configMapRef", "secretRef"]))
+            }
+            _ => {}
+        }
+    }
+    errs
+}
+
+/// Checks for any declared port: mask, reserved ports, range.
+fn validate_port_basic(p: &ContainerPort) -> FieldError {
+    let mut errs = disallowed_extra(&p.extra, "");
+    if RESERVED_PORTS.contains(&p.container_port) {
+        errs = errs.also(
+            FieldError::invalid_value(
+                format!("{} is a reserved port", p.container_port),
+                "containerPort",
+            )
+            .with_details(format!(
+                "{} is a reserved port, please use a different value",
+                p.container_port
+            )),
+        );
+    }
+    if !(0..=65535).contains(&p.container_port) {
+        errs = errs.also(FieldError::out_of_bounds(
+            p.container_port,
+            0,
+            65535,
+            "containerPort",
+        ));
+    }
+    errs
+}
+
+/// The serving port (the first one): also TCP only and a protocol-selecting name.
+fn validate_container_ports(ports: &[ContainerPort]) -> FieldError {
+    let Some(p) = ports.first() else {
+        return FieldError::none();
+    };
+    let mut errs = validate_port_basic(p);
+    if !p.protocol.is_empty() && p.protocol != "TCP" {
+        errs = errs.also(FieldError::invalid_value(&p.protocol, "protocol"));
+    }
+    // The name selects the protocol (h2c = HTTP/2 cleartext); anything else is a mistake.
+    if !matches!(p.name.as_str(), "" | "h2c" | "http1") {
+        errs = errs.also(
+            FieldError::generic(format!("Port name {} is not allowed", p.name), &[""])
+                .with_details("Name must be empty, or one of: 'h2c', 'http1'"),
+        );
+    }
+    errs
+}
+
+/// A sidecar probe without `multi-container-probing`: every field set is disallowed.
+fn probe_fields_disallowed(p: Option<&Probe>, field: &str) -> FieldError {
+    let Some(p) = p else {
+        return FieldError::none();
+    };
+    let v = serde_json::to_value(p).unwrap_or(Value::Null);
+    disallowed_keys(&v, &[], "").via_field(field)
+}
+
+/// Probe port reference: a name must be the serving port's name, a number its number.
+fn check_probe_port(port: &Value, serving: Option<&ServingPort>, path: &str) -> FieldError {
+    let Some(sp) = serving else {
+        return FieldError::none();
+    };
+    let mismatch = match port {
+        Value::String(s) => !s.is_empty() && *s != sp.name,
+        Value::Number(n) => n.as_i64().is_some_and(|n| n != 0 && n != sp.container_port),
+        _ => false,
+    };
+    if !mismatch {
+        return FieldError::none();
+    }
+    let shown = match port {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    FieldError::invalid_value(shown, path).with_details("Probe port must match container port")
+}
+
+/// `validateProbe`: exactly one handler, fields within the mask, port matching.
+fn validate_probe(p: Option<&Probe>, port: Option<&ServingPort>) -> FieldError {
+    let Some(p) = p else {
+        return FieldError::none();
+    };
+    let mut errs = disallowed_extra(&p.extra, "");
+    let mut handlers = Vec::new();
+    if let Some(h) = &p.http_get {
+        handlers.push("httpGet");
+        errs = errs
+            .also(disallowed_extra(&h.extra, "httpGet"))
+            .also(check_probe_port(&h.port, port, "httpGet.port"));
+    }
+    if let Some(t) = &p.tcp_socket {
+        handlers.push("tcpSocket");
+        errs = errs
+            .also(disallowed_extra(&t.extra, "tcpSocket"))
+            .also(check_probe_port(&t.port, port, "tcpSocket.port"));
+    }
+    if let Some(x) = &p.exec {
+        handlers.push("exec");
+        errs = errs.also(disallowed_extra(&x.extra, "exec"));
+    }
+    if let Some(g) = &p.grpc {
+        // Knative names this handler `gRPC` in the one-of error.
+        handlers.push("gRPC");
+        errs = errs.also(disallowed_extra(&g.extra, "grpc"));
+    }
+    match handlers.len() {
+        0 => errs.also(FieldError::missing_one_of(&[
+            "httpGet",
+            "tcpSocket",
+            "exec",
+            "grpc",
+        ])),
+        1 => errs,
+        _ => errs.also(FieldError::multiple_one_of(&handlers)),
+    }
+}
+
+/// `validateReadinessProbe`: `periodSeconds: 0` selects Knative's aggressive probing, for
+/// which failureThreshold and timeoutSeconds mean nothing.
+fn validate_readiness_probe(p: Option<&Probe>, port: Option<&ServingPort>) -> FieldError {
+    let Some(p) = p else {
+        return FieldError::none();
+    };
+    let mut errs = validate_probe(Some(p), port);
+    let period = p.period_seconds.unwrap_or(0);
+    let initial = p.initial_delay_seconds.unwrap_or(0);
+    let success = p.success_threshold.unwrap_or(0);
+    let timeout = p.timeout_seconds.unwrap_or(0);
+    let failure = p.failure_threshold.unwrap_or(0);
+    if period < 0 {
+        errs = errs.also(FieldError::out_of_bounds(
+            period,
+            0,
+            MAX_ID,
+            "periodSeconds",
+        ));
+    }
+    if initial < 0 {
+        errs = errs.also(FieldError::out_of_bounds(
+            initial,
+            0,
+            MAX_ID,
+            "initialDelaySeconds",
+        ));
+    }
+    if success < 1 {
+        errs = errs.also(FieldError::out_of_bounds(
+            success,
+            1,
+            MAX_ID,
+            "successThreshold",
+        ));
+    }
+    if period == 0 {
+        if failure != 0 {
+            errs = errs.also(FieldError::generic(
+                "failureThreshold is disallowed when periodSeconds is zero",
+                &["failureThreshold"],
+            ));
+        }
+        if timeout != 0 {
+            errs = errs.also(FieldError::generic(
+                "timeoutSeconds is disallowed when periodSeconds is zero",
+                &["timeoutSeconds"],
+            ));
+        }
+    } else {
+        if timeout < 1 {
+            errs = errs.also(FieldError::out_of_bounds(
+                timeout,
+                1,
+                MAX_ID,
+                "timeoutSeconds",
+            ));
+        }
+        if failure < 1 {
+            errs = errs.also(FieldError::out_of_bounds(
+                failure,
+                1,
+                MAX_ID,
+                "failureThreshold",
+            ));
+        }
+    }
+    errs
+}
+
+fn validate_security_context(cfg: &Config, sc: &SecurityContext) -> FieldError {
+    let mut errs = disallowed_extra(&sc.extra, "");
+    // Only an explicit `privileged: false` passes the mask.
+    if sc.privileged == Some(true) {
+        errs = errs.also(FieldError::disallowed(&["privileged"]));
+    }
+    if let Some(caps) = &sc.capabilities {
+        let mut cerrs = disallowed_extra(&caps.extra, "");
+        let bind_only = caps.add.len() == 1 && caps.add[0] == "NET_BIND_SERVICE";
+        let add_ok = cfg.features.containerspec_addcapabilities == crate::config::Flag::Enabled
+            || (cfg.features.secure_pod_defaults != SecurePodDefaults::Disabled && bind_only);
+        if !caps.add.is_empty() && !add_ok {
+            cerrs = cerrs.also(FieldError::disallowed(&["add"]));
+        }
+        errs = errs.also(cerrs.via_field("capabilities"));
+    }
+    for (v, f) in [
+        (sc.run_as_user, "runAsUser"),
+        (sc.run_as_group, "runAsGroup"),
+    ] {
+        if let Some(id) = v
+            && !(0..=MAX_ID).contains(&id)
+        {
+            errs = errs.also(FieldError::out_of_bounds(id, 0, MAX_ID, f));
+        }
+    }
+    errs
+}
+
+/// Go's `path.Clean` for the mount-path checks.
+pub fn clean_path(p: &str) -> String {
+    if p.is_empty() {
+        return ".".into();
+    }
+    let rooted = p.starts_with('/');
+    let mut out: Vec<&str> = Vec::new();
+    for seg in p.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                if out.last().is_some_and(|s| *s != "..") {
+                    out.pop();
+                } else if !rooted {
+                    out.push("..");
+                }
+            }
+            s => out.push(s),
+        }
+    }
+    let joined = out.join("/");
+    match (rooted, joined.is_empty()) {
+        (true, _) => format!("/{joined}"),
+        (false, true) => ".".into(),
+        (false, false) => joined,
+    }
+}
+
+fn validate_volume_mounts(
+    cfg: &Config,
+    mounts: &[VolumeMount],
+    volumes: &BTreeMap<String, &Volume>,
+) -> FieldError {
+    let mut errs = FieldError::none();
+    let mut seen_paths = BTreeSet::new();
+    for (i, vm) in mounts.iter().enumerate() {
+        let mut e = disallowed_extra(&vm.extra, "");
+        let volume = volumes.get(&vm.name);
+        if volume.is_none() {
+            e = e.also(FieldError::generic(
+                "volumeMount has no matching volume",
+                &["name"],
+            ));
+        }
+        let clean = clean_path(&vm.mount_path);
+        if vm.mount_path.is_empty() {
+            e = e.also(FieldError::missing(&["mountPath"]));
+        } else if RESERVED_PATHS.contains(&clean.as_str()) {
+            e = e.also(FieldError::generic(
+                format!("mountPath {clean:?} is a reserved path"),
+                &["mountPath"],
+            ));
+        } else if !vm.mount_path.starts_with('/') {
+            e = e.also(FieldError::invalid_value(&vm.mount_path, "mountPath"));
+        } else if seen_paths.contains(&clean) {
+            e = e.also(FieldError::invalid_value(
+                format!("{:?} must be unique", vm.mount_path),
+                "mountPath",
+            ));
+        }
+        seen_paths.insert(clean);
+
+        // Writable mounts only make sense for scratch or claimed storage; config and secrets
+        // are shared and must not be written through.
+        let has = |k: &str| volume.is_some_and(|v| v.source.contains_key(k));
+        let writable_kind = has("emptyDir") || has("persistentVolumeClaim") || has("ephemeral");
+        let read_only = vm.read_only.unwrap_or(false);
+        if !writable_kind && !read_only {
+            e = e.also(FieldError::generic(
+                "volume mount should be readOnly for this type of volume",
+                &["readOnly"],
+            ));
+        }
+        let pvc_read_only = volume
+            .and_then(|v| v.source.get("persistentVolumeClaim"))
+            .and_then(|p| p.get("readOnly"))
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if pvc_read_only && !read_only {
+            e = e.also(FieldError::generic(
+                "volume is readOnly but volume mount is not",
+                &["readOnly"],
+            ));
+        }
+        if let Some(mp) = &vm.mount_propagation {
+            if !cfg.features.podspec_volumes_mount_propagation.on() {
+                e = e.also(FieldError::disallowed(&["mountPropagation"]));
+            } else if !matches!(mp.as_str(), "None" | "HostToContainer") {
+                e = e.also(FieldError::invalid_value(mp, "mountPropagation"));
+            }
+        }
+        errs = errs.also(e.via_index(i));
+    }
+    errs
+}
+
+/// With secure-pod-defaults Disabled, Knative warns about each security setting left at
+/// Kubernetes' insecure default. `pod_sc` is the pod-level securityContext, if any.
+pub fn warn_insecure_defaults(sc: Option<&SecurityContext>, pod_sc: Option<&Value>) -> FieldError {
+    let warn = |path: &str| {
+        FieldError::generic(
+            "Kubernetes default value is insecure, Knative may default this to secure in a future release",
+            &[path],
+        )
+        .at_level(crate::field_error::Level::Warning)
+    };
+    let default_sc = SecurityContext::default();
+    let sc = sc.unwrap_or(&default_sc);
+    let pod = |k: &str| pod_sc.and_then(|p| p.get(k)).filter(|v| !v.is_null());
+    let mut errs = FieldError::none();
+    if sc.run_as_non_root.is_none() && pod("runAsNonRoot").is_none() {
+        errs = errs.also(warn("runAsNonRoot"));
+    }
+    if sc.allow_privilege_escalation.is_none() {
+        errs = errs.also(warn("allowPrivilegeEscalation"));
+    }
+    let container_seccomp = sc.seccomp_profile.as_ref().filter(|v| !v.is_null());
+    let pod_seccomp = pod("seccompProfile");
+    if container_seccomp.is_none() && pod_seccomp.is_none() {
+        errs = errs.also(warn("seccompProfile"));
+    } else {
+        let typed = |v: Option<&Value>| {
+            v.and_then(|s| s.get("type"))
+                .and_then(Value::as_str)
+                .is_some_and(|t| !t.is_empty())
+        };
+        if !typed(container_seccomp) && !typed(pod_seccomp) {
+            errs = errs.also(warn("seccompProfile.type"));
+        }
+    }
+    match &sc.capabilities {
+        None => errs = errs.also(warn("capabilities")),
+        Some(c) if c.drop.is_empty() => errs = errs.also(warn("capabilities.drop")),
+        // "all" is a common misspelling of "ALL" that drops nothing.
+        Some(c) if c.drop[0] == "all" => {
+            errs = errs.also(
+                FieldError::invalid_value("all", "capabilities.drop")
+                    .with_details("Must be spelled as 'ALL'")
+                    .at_level(crate::field_error::Level::Warning),
+            );
+        }
+        Some(_) => {}
+    }
+    errs
+}

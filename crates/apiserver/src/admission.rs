@@ -1,0 +1,200 @@
+//! Admission: what Knative's webhooks do to a write before it is stored — decode into the
+//! typed resource, set the creator/lastModifier annotations, default, validate.
+//!
+//! Objects travel as JSON values (the store is kind-agnostic); this module is the one place
+//! where a write is checked against the typed model, so everything stored has passed it.
+
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::Value;
+use wisp_api::{
+    FieldError,
+    config::Config,
+    defaults,
+    field_error::Level,
+    kinds::ResourceKind,
+    serving::{Object, Service},
+    validation,
+};
+
+use crate::error::ApiError;
+
+/// Annotation Knative sets to the user who created an object.
+pub const CREATOR: &str = "serving.knative.dev/creator";
+/// Annotation Knative sets to the user who last changed an object's spec.
+pub const LAST_MODIFIER: &str = "serving.knative.dev/lastModifier";
+
+/// The admitted object and the warnings to pass back to the client.
+#[derive(Debug)]
+pub struct Admitted {
+    pub object: Value,
+    pub warnings: Vec<String>,
+}
+
+/// Runs defaulting and validation for a create (`old` = None) or an update.
+pub fn admit(
+    kind: &ResourceKind,
+    new: Value,
+    old: Option<&Value>,
+    cfg: &Config,
+    user: &str,
+) -> Result<Admitted, ApiError> {
+    match kind.kind {
+        "Service" => typed::<Service, _>(
+            kind,
+            new,
+            old,
+            user,
+            true,
+            |o: &mut Service| defaults::default_service(o, cfg, old.is_none()),
+            |n, o| validation::validate_service(n, o, cfg),
+        ),
+        "Configuration" => typed(
+            kind,
+            new,
+            old,
+            user,
+            true,
+            |o| defaults::default_configuration(o, cfg, old.is_none()),
+            |n, o| validation::validate_configuration(n, o, cfg),
+        ),
+        "Route" => typed(
+            kind,
+            new,
+            old,
+            user,
+            true,
+            |o| defaults::default_route(o, cfg),
+            |n, o| validation::validate_route(n, o, cfg),
+        ),
+        "Revision" => typed(
+            kind,
+            new,
+            old,
+            user,
+            false,
+            |o| defaults::default_revision(o, cfg, old.is_none()),
+            |n, o| validation::validate_revision(n, o, cfg),
+        ),
+        // Internal kinds (PodAutoscaler) are written by wisp itself: check the shape only.
+        _ => {
+            decode::<Object<Value, Value>>(kind, &new)?;
+            Ok(Admitted {
+                object: new,
+                warnings: Vec::new(),
+            })
+        }
+    }
+}
+
+/// Decodes `value` into `T`, naming the offending field on failure the way the Kubernetes
+/// API server words a decode error.
+pub fn decode<T: DeserializeOwned>(kind: &ResourceKind, value: &Value) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner();
+        let at = if path == "." {
+            String::new()
+        } else {
+            format!("{path}: ")
+        };
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {at}{inner}",
+            kind = kind.kind,
+            version = kind.version,
+        ))
+    })
+}
+
+fn typed<T, S>(
+    kind: &ResourceKind,
+    new: Value,
+    old: Option<&Value>,
+    user: &str,
+    user_info: bool,
+    default: impl FnOnce(&mut T),
+    validate: impl FnOnce(&T, Option<&T>) -> FieldError,
+) -> Result<Admitted, ApiError>
+where
+    T: Serialize + DeserializeOwned + HasMeta<Spec = S>,
+    S: Serialize,
+{
+    let mut obj: T = decode(kind, &new)?;
+    let old_obj: Option<T> = old.map(|o| decode(kind, o)).transpose()?;
+
+    default(&mut obj);
+    if user_info {
+        set_user_info(&mut obj, old_obj.as_ref(), user);
+    }
+
+    let errors = validate(&obj, old_obj.as_ref());
+    let warnings: Vec<String> = errors
+        .filter(Level::Warning)
+        .merged()
+        .into_iter()
+        .map(|w| w.to_string())
+        .collect();
+    let fatal = errors.filter(Level::Error);
+    if !fatal.is_empty() {
+        let mut err = ApiError::invalid(&fatal);
+        err.warnings = warnings;
+        return Err(err);
+    }
+    let object = serde_json::to_value(&obj)
+        .map_err(|e| ApiError::internal(format!("encoding admitted object: {e}")))?;
+    Ok(Admitted { object, warnings })
+}
+
+/// Knative's `SetUserInfo`: creator and lastModifier on create; lastModifier on an update
+/// that changes the spec. A client that replaces the annotations without repeating these
+/// keeps the old values (it did not ask to change them), so validation of their
+/// immutability only fires on a real attempt to rewrite them.
+fn set_user_info<T: HasMeta>(obj: &mut T, old: Option<&T>, user: &str)
+where
+    T::Spec: Serialize,
+{
+    match old {
+        None => {
+            let ann = &mut obj.meta_mut().annotations;
+            ann.insert(CREATOR.into(), user.into());
+            ann.insert(LAST_MODIFIER.into(), user.into());
+        }
+        Some(old) => {
+            for key in [CREATOR, LAST_MODIFIER] {
+                if let Some(v) = old.meta().annotations.get(key) {
+                    obj.meta_mut()
+                        .annotations
+                        .entry(key.into())
+                        .or_insert_with(|| v.clone());
+                }
+            }
+            let spec_changed =
+                serde_json::to_value(obj.spec()).ok() != serde_json::to_value(old.spec()).ok();
+            if spec_changed {
+                obj.meta_mut()
+                    .annotations
+                    .insert(LAST_MODIFIER.into(), user.into());
+            }
+        }
+    }
+}
+
+/// Access to the metadata and spec of a typed object.
+pub trait HasMeta {
+    type Spec;
+    fn meta(&self) -> &wisp_api::meta::ObjectMeta;
+    fn meta_mut(&mut self) -> &mut wisp_api::meta::ObjectMeta;
+    fn spec(&self) -> &Self::Spec;
+}
+
+impl<S, T> HasMeta for Object<S, T> {
+    type Spec = S;
+    fn meta(&self) -> &wisp_api::meta::ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut wisp_api::meta::ObjectMeta {
+        &mut self.metadata
+    }
+    fn spec(&self) -> &S {
+        &self.spec
+    }
+}

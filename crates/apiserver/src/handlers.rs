@@ -1,0 +1,442 @@
+//! One handler per verb. Store calls are synchronous SQLite work, so each runs on the
+//! blocking pool and never on the async workers.
+
+use std::collections::HashMap;
+
+use axum::{
+    Json,
+    body::Body,
+    extract::{Path, Query, State},
+    http::{HeaderMap, StatusCode},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+use wisp_api::kinds::{self, ResourceKind};
+use wisp_store::{LabelSelector, StoreError};
+
+use crate::{
+    ApiState, admission,
+    body::{self, merge_patch},
+    error::{ApiError, add_warnings},
+    watch,
+};
+
+type NsPath = Path<(String, String, String, String)>;
+type NamePath = Path<(String, String, String, String, String)>;
+type Params = Query<HashMap<String, String>>;
+
+/// How many times a write retries after losing a compare-and-swap race it started itself
+/// (a client-supplied resourceVersion is never retried: its conflict is the client's).
+const CAS_RETRIES: usize = 5;
+
+fn resolve(group: &str, version: &str, plural: &str) -> Result<&'static ResourceKind, ApiError> {
+    kinds::by_plural(group, plural)
+        .filter(|k| k.version == version)
+        .ok_or_else(ApiError::path_not_found)
+}
+
+/// The store key of a kind: `services.serving.knative.dev`, as Kubernetes names resources.
+pub fn resource(kind: &ResourceKind) -> String {
+    format!("{}.{}", kind.plural, kind.group)
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| ApiError::internal(format!("store task failed: {e}")))?
+}
+
+fn ok(code: StatusCode, object: Value, warnings: &[String]) -> Response {
+    let mut resp = (code, Json(object)).into_response();
+    add_warnings(&mut resp, warnings);
+    resp
+}
+
+// === reads ===
+
+pub async fn get(
+    State(st): State<ApiState>,
+    Path((g, v, ns, plural, name)): NamePath,
+) -> Result<Response, ApiError> {
+    let kind = resolve(&g, &v, &plural)?;
+    let res = resource(kind);
+    let obj = blocking(move || {
+        st.store
+            .get(&res, &ns, &name)?
+            .ok_or_else(|| ApiError::not_found(&res, &name))
+    })
+    .await?;
+    Ok(ok(StatusCode::OK, obj, &[]))
+}
+
+pub async fn get_status(state: State<ApiState>, path: NamePath) -> Result<Response, ApiError> {
+    get(state, path).await
+}
+
+pub async fn list(
+    State(st): State<ApiState>,
+    Path((g, v, ns, plural)): NsPath,
+    Query(q): Params,
+) -> Result<Response, ApiError> {
+    let kind = resolve(&g, &v, &plural)?;
+    list_or_watch(st, kind, Some(ns), q).await
+}
+
+pub async fn list_all(
+    State(st): State<ApiState>,
+    Path((g, v, plural)): Path<(String, String, String)>,
+    Query(q): Params,
+) -> Result<Response, ApiError> {
+    let kind = resolve(&g, &v, &plural)?;
+    list_or_watch(st, kind, None, q).await
+}
+
+async fn list_or_watch(
+    st: ApiState,
+    kind: &'static ResourceKind,
+    ns: Option<String>,
+    q: HashMap<String, String>,
+) -> Result<Response, ApiError> {
+    let selector = match q.get("labelSelector").filter(|s| !s.is_empty()) {
+        Some(s) => Some(LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
+        None => None,
+    };
+    if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) {
+        let from = match q.get("resourceVersion").map(String::as_str) {
+            None | Some("") | Some("0") => None,
+            Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!(
+                    "invalid resourceVersion {rv:?}: must be an integer"
+                ))
+            })?),
+        };
+        let timeout = match q.get("timeoutSeconds") {
+            Some(t) => Some(t.parse::<u64>().map_err(|_| {
+                ApiError::bad_request(format!("invalid timeoutSeconds {t:?}: must be an integer"))
+            })?),
+            None => None,
+        };
+        return watch::serve(st, kind, ns, selector, from, timeout).await;
+    }
+    let res = resource(kind);
+    let (items, rv) =
+        blocking(move || Ok(st.store.list(&res, ns.as_deref(), selector.as_ref())?)).await?;
+    Ok(ok(
+        StatusCode::OK,
+        json!({
+            "apiVersion": kind.api_version(),
+            "kind": format!("{}List", kind.kind),
+            "metadata": {"resourceVersion": rv.to_string()},
+            "items": items,
+        }),
+        &[],
+    ))
+}
+
+// === writes ===
+
+/// Checks apiVersion/kind/namespace/name of a written object against the URL, fills what
+/// the client may omit, and drops what only the server sets.
+fn normalize(
+    kind: &ResourceKind,
+    obj: &mut Value,
+    ns: &str,
+    name: Option<&str>,
+) -> Result<(), ApiError> {
+    let map = obj.as_object_mut().expect("parse_object checked");
+    let want_av = kind.api_version();
+    match map.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("apiVersion".into(), want_av.clone().into());
+        }
+        Some(av) if av == want_av => {}
+        Some(av) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({want_av})"
+            )));
+        }
+    }
+    match map.get("kind").and_then(Value::as_str) {
+        None | Some("") => {
+            map.insert("kind".into(), kind.kind.into());
+        }
+        Some(k) if k == kind.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({k}) does not match the expected kind ({})",
+                kind.kind
+            )));
+        }
+    }
+    let meta = map.entry("metadata").or_insert_with(|| json!({}));
+    let Some(meta) = meta.as_object_mut() else {
+        return Err(ApiError::bad_request("metadata must be an object"));
+    };
+    match meta.get("namespace").and_then(Value::as_str) {
+        None | Some("") => {
+            meta.insert("namespace".into(), ns.into());
+        }
+        Some(n) if n == ns => {}
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+    }
+    if let Some(url_name) = name {
+        match meta.get("name").and_then(Value::as_str) {
+            None | Some("") => {
+                meta.insert("name".into(), url_name.into());
+            }
+            Some(n) if n == url_name => {}
+            Some(_) => {
+                return Err(ApiError::bad_request(
+                    "the name of the object does not match the name on the URL",
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub async fn create(
+    State(st): State<ApiState>,
+    Path((g, v, ns, plural)): NsPath,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let kind = resolve(&g, &v, &plural)?;
+    let bytes = body::read(body).await?;
+    let mut obj = body::parse_object(&headers, &bytes)?;
+    normalize(kind, &mut obj, &ns, None)?;
+    {
+        let meta = obj["metadata"].as_object_mut().expect("normalized");
+        for server_owned in [
+            "uid",
+            "resourceVersion",
+            "generation",
+            "creationTimestamp",
+            "deletionTimestamp",
+        ] {
+            meta.remove(server_owned);
+        }
+        obj.as_object_mut().expect("object").remove("status");
+    }
+    blocking(move || {
+        let generate = obj["metadata"]["name"].as_str().unwrap_or("").is_empty()
+            && !obj["metadata"]["generateName"]
+                .as_str()
+                .unwrap_or("")
+                .is_empty();
+        let res = resource(kind);
+        for _ in 0..CAS_RETRIES {
+            let mut candidate = obj.clone();
+            if generate {
+                let prefix = candidate["metadata"]["generateName"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_string();
+                candidate["metadata"]["name"] = format!("{prefix}{}", random_suffix()).into();
+            }
+            let admitted = admission::admit(kind, candidate, None, &st.config, &st.user)?;
+            match st.store.create(&res, admitted.object) {
+                Ok(created) => return Ok(ok(StatusCode::CREATED, created, &admitted.warnings)),
+                Err(StoreError::AlreadyExists { .. }) if generate => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::new(
+            500,
+            "AlreadyExists",
+            "could not generate a unique name",
+        ))
+    })
+    .await
+}
+
+/// Kubernetes' generateName suffix: 5 characters from an alphabet without vowels or
+/// look-alikes, so generated names never spell words.
+fn random_suffix() -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    use rand::Rng;
+    let mut rng = rand::rng();
+    (0..5)
+        .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+        .collect()
+}
+
+pub async fn replace(
+    State(st): State<ApiState>,
+    Path((g, v, ns, plural, name)): NamePath,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let kind = resolve(&g, &v, &plural)?;
+    let bytes = body::read(body).await?;
+    let mut obj = body::parse_object(&headers, &bytes)?;
+    normalize(kind, &mut obj, &ns, Some(&name))?;
+    blocking(move || update_with(&st, kind, &ns, &name, |_old| Ok(obj.clone()))).await
+}
+
+pub async fn patch(
+    State(st): State<ApiState>,
+    Path((g, v, ns, plural, name)): NamePath,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let kind = resolve(&g, &v, &plural)?;
+    let patch = patch_body(&headers, body).await?;
+    blocking(move || {
+        update_with(&st, kind, &ns, &name, |old| {
+            let mut merged = old.clone();
+            merge_patch(&mut merged, &patch);
+            normalize(kind, &mut merged, &ns, Some(&name))?;
+            Ok(merged)
+        })
+    })
+    .await
+}
+
+async fn patch_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+    let ct = body::content_type(headers);
+    if !matches!(
+        ct.as_str(),
+        "application/merge-patch+json"
+            | "application/strategic-merge-patch+json"
+            | "application/json"
+    ) {
+        return Err(ApiError::unsupported_media_type(&ct));
+    }
+    let bytes = body::read(body).await?;
+    body::parse_object(headers, &bytes)
+}
+
+/// Read-admit-write with compare-and-swap. `build` turns the stored object into the object
+/// to write; when it carries no resourceVersion the stored one is used, so a concurrent
+/// write makes this attempt fail and retry against fresh state instead of overwriting it.
+fn update_with(
+    st: &ApiState,
+    kind: &'static ResourceKind,
+    ns: &str,
+    name: &str,
+    build: impl Fn(&Value) -> Result<Value, ApiError>,
+) -> Result<Response, ApiError> {
+    let res = resource(kind);
+    for _ in 0..CAS_RETRIES {
+        let old = st
+            .store
+            .get(&res, ns, name)?
+            .ok_or_else(|| ApiError::not_found(&res, name))?;
+        let mut new = build(&old)?;
+        let client_rv = new["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        // Status is written through /status only; server-owned metadata comes from the store.
+        if let Some(status) = old.get("status") {
+            new["status"] = status.clone();
+        } else if let Some(m) = new.as_object_mut() {
+            m.remove("status");
+        }
+        for server_owned in [
+            "uid",
+            "generation",
+            "creationTimestamp",
+            "deletionTimestamp",
+        ] {
+            match old["metadata"].get(server_owned) {
+                Some(v) => new["metadata"][server_owned] = v.clone(),
+                None => {
+                    if let Some(m) = new["metadata"].as_object_mut() {
+                        m.remove(server_owned);
+                    }
+                }
+            }
+        }
+        let admitted = admission::admit(kind, new, Some(&old), &st.config, &st.user)?;
+        let mut object = admitted.object;
+        if client_rv.is_empty() {
+            object["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+        }
+        match st.store.update(&res, object) {
+            Ok(updated) => return Ok(ok(StatusCode::OK, updated, &admitted.warnings)),
+            Err(StoreError::Conflict { .. }) if client_rv.is_empty() => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(ApiError::new(
+        409,
+        "Conflict",
+        format!(
+            "Operation cannot be fulfilled on {res} {name:?}: too many concurrent updates; please retry"
+        ),
+    ))
+}
+
+pub async fn replace_status(
+    State(st): State<ApiState>,
+    Path((g, v, ns, plural, name)): NamePath,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let kind = resolve(&g, &v, &plural)?;
+    let bytes = body::read(body).await?;
+    let mut obj = body::parse_object(&headers, &bytes)?;
+    normalize(kind, &mut obj, &ns, Some(&name))?;
+    admission::decode::<wisp_api::serving::Object<Value, Value>>(kind, &obj)?;
+    let res = resource(kind);
+    blocking(move || Ok(ok(StatusCode::OK, st.store.update_status(&res, obj)?, &[]))).await
+}
+
+pub async fn patch_status(
+    State(st): State<ApiState>,
+    Path((g, v, ns, plural, name)): NamePath,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let kind = resolve(&g, &v, &plural)?;
+    let patch = patch_body(&headers, body).await?;
+    let res = resource(kind);
+    blocking(move || {
+        for _ in 0..CAS_RETRIES {
+            let old = st
+                .store
+                .get(&res, &ns, &name)?
+                .ok_or_else(|| ApiError::not_found(&res, &name))?;
+            let mut merged = old.clone();
+            merge_patch(&mut merged, &patch);
+            normalize(kind, &mut merged, &ns, Some(&name))?;
+            admission::decode::<wisp_api::serving::Object<Value, Value>>(kind, &merged)?;
+            merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+            match st.store.update_status(&res, merged) {
+                Ok(o) => return Ok(ok(StatusCode::OK, o, &[])),
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::new(
+            409,
+            "Conflict",
+            "too many concurrent updates; please retry",
+        ))
+    })
+    .await
+}
+
+pub async fn delete(
+    State(st): State<ApiState>,
+    Path((g, v, ns, plural, name)): NamePath,
+) -> Result<Response, ApiError> {
+    let kind = resolve(&g, &v, &plural)?;
+    let res = resource(kind);
+    blocking(move || {
+        Ok(ok(
+            StatusCode::OK,
+            st.store.delete(&res, &ns, &name, None)?,
+            &[],
+        ))
+    })
+    .await
+}
