@@ -10,7 +10,8 @@ use wisp_store::StoreError;
 /// An error answered with a `Status` body and the matching HTTP code.
 #[derive(Debug)]
 pub struct ApiError {
-    pub status: ApiStatus,
+    /// Boxed: errors travel through many `Result`s and should stay pointer-sized.
+    pub status: Box<ApiStatus>,
     /// `Warning` headers to send along (admission warnings survive a rejection).
     pub warnings: Vec<String>,
 }
@@ -18,7 +19,7 @@ pub struct ApiError {
 impl ApiError {
     pub fn new(code: u16, reason: &str, message: impl Into<String>) -> Self {
         ApiError {
-            status: ApiStatus::failure(code, reason, message),
+            status: Box::new(ApiStatus::failure(code, reason, message)),
             warnings: Vec::new(),
         }
     }

@@ -1,26 +1,142 @@
-//! `wisp serve`: assembles the store, API server (and, later, controllers and data plane)
-//! in one process.
+//! `wisp serve`: assembles the store and the API server (and, in later issues, the
+//! controllers and the data plane) in one process, and owns the one shutdown path.
 
-use std::path::PathBuf;
+use std::{
+    io::Write,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::Duration,
+};
+
+use anyhow::{Context, bail};
+use wisp_api::config::Config;
+use wisp_apiserver::ApiState;
+use wisp_store::Store;
 
 /// Flags of `wisp serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Address of the REST API.
+    /// Address of the REST API (port 0 picks a free port; the chosen address is printed).
     #[arg(long, default_value = "127.0.0.1:7070")]
-    pub api_addr: String,
+    pub api_addr: SocketAddr,
     /// Address of the HTTP ingress.
     #[arg(long, default_value = "127.0.0.1:8080")]
-    pub http_addr: String,
+    pub http_addr: SocketAddr,
     /// Directory holding the store and the API token.
     #[arg(long, env = "WISP_DATA_DIR", default_value = ".wisp")]
     pub data_dir: PathBuf,
-    /// Config file (top-level keys are Knative ConfigMap names).
+    /// Config file: top-level keys are Knative ConfigMap names (config-autoscaler, …).
     #[arg(long)]
     pub config: Option<PathBuf>,
 }
 
+/// The user recorded as `serving.knative.dev/creator` for writes made with the token.
+const ADMIN_USER: &str = "wisp-admin";
+
+/// How long in-flight API requests (and open watches) get to finish after a signal.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
 /// Runs the server until SIGINT/SIGTERM.
-pub fn run(_args: ServeArgs) -> anyhow::Result<()> {
-    anyhow::bail!("wisp serve is being written")
+pub fn run(args: ServeArgs) -> anyhow::Result<()> {
+    // Config is checked before anything binds or writes, so a typo costs nothing.
+    let config = load_config(args.config.as_deref())?;
+
+    std::fs::create_dir_all(&args.data_dir)
+        .with_context(|| format!("creating data dir {}", args.data_dir.display()))?;
+    let token = load_or_create_token(&args.data_dir.join("token"))?;
+    let db = args.data_dir.join("wisp.db");
+    let store = Store::open(&db).with_context(|| format!("opening store {}", db.display()))?;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the tokio runtime")?;
+    rt.block_on(serve(args, config, store, token))
+}
+
+async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> anyhow::Result<()> {
+    // Signal handlers go in before anything is announced: a SIGTERM that arrives right
+    // after the "listening" line must take the graceful path, not the default (die).
+    let shutdown = shutdown_signal()?;
+    let state = ApiState {
+        store,
+        config: Arc::new(config),
+        token: Some(token.into()),
+        user: ADMIN_USER.into(),
+    };
+    let listener = tokio::net::TcpListener::bind(args.api_addr)
+        .await
+        .with_context(|| format!("binding the API address {}", args.api_addr))?;
+    let addr = listener.local_addr()?;
+    tracing::info!(%addr, data_dir = %args.data_dir.display(), "API listening");
+    // Tests and scripts read this line to find an ephemeral port.
+    eprintln!("wisp: API listening on http://{addr}");
+
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let server =
+        axum::serve(listener, wisp_apiserver::router(state)).with_graceful_shutdown(async move {
+            let _ = stop_rx.wait_for(|stop| *stop).await;
+        });
+    let server = tokio::spawn(async move { server.await });
+
+    shutdown.await;
+    eprintln!("wisp: shutting down");
+    let _ = stop_tx.send(true);
+    // Watches never end on their own; past the grace period they are cut.
+    match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
+        Ok(joined) => joined.context("API server task")?.context("API server")?,
+        Err(_) => tracing::warn!("open API connections cut after the shutdown grace period"),
+    }
+    Ok(())
+}
+
+fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
+    let Some(path) = path else {
+        return Ok(Config::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading config file {}", path.display()))?;
+    Config::from_yaml(&text)
+        .map_err(|e| anyhow::anyhow!("invalid config file {}: {e}", path.display()))
+}
+
+/// Reads the API token, creating it (mode 0600) on first start.
+fn load_or_create_token(path: &Path) -> anyhow::Result<String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e).with_context(|| format!("reading token {}", path.display())),
+    }
+    use rand::Rng;
+    let bytes: [u8; 32] = rand::rng().random();
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating token {}", path.display()))?;
+    writeln!(f, "{token}")?;
+    f.sync_all()?;
+    if token.is_empty() {
+        bail!("generated an empty token");
+    }
+    Ok(token)
+}
+
+/// Installs the SIGINT/SIGTERM handlers now; the returned future resolves on either.
+fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
 }

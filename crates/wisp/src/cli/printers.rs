@@ -1,0 +1,549 @@
+//! Output formatting shared by the client commands: kubectl's table layout (tabwriter with
+//! padding 3), the printer columns of each kind (reference §2), `HumanDuration` ages and the
+//! `-o json|yaml|name` formats.
+
+use chrono::{DateTime, TimeDelta, Utc};
+use serde::Serialize;
+use serde_json::{Value, json};
+use wisp_api::kinds::{self, ResourceKind};
+
+use super::obj;
+
+/// An output format selected with `-o`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    Table,
+    Wide,
+    Yaml,
+    Json,
+    Name,
+}
+
+impl Output {
+    /// Parses the value of `-o` (absent = table).
+    pub fn parse(flag: Option<&str>) -> anyhow::Result<Output> {
+        match flag {
+            None | Some("") => Ok(Output::Table),
+            Some("wide") => Ok(Output::Wide),
+            Some("yaml") => Ok(Output::Yaml),
+            Some("json") => Ok(Output::Json),
+            Some("name") => Ok(Output::Name),
+            Some(other) => anyhow::bail!(
+                "unable to match a printer suitable for the output format \"{other}\", \
+                 allowed formats are: json,name,wide,yaml"
+            ),
+        }
+    }
+}
+
+/// Kubernetes `k8s.io/apimachinery/pkg/util/duration.HumanDuration`: a short, rounded-down
+/// age such as `45s`, `2m5s`, `15m`, `3h20m`, `2d4h` or `3y12d`.
+pub fn human_duration(d: TimeDelta) -> String {
+    let seconds = d.num_milliseconds() / 1000; // truncates toward zero, like Go's int(d.Seconds())
+    if seconds < -1 {
+        return "<invalid>".into();
+    } else if seconds < 0 {
+        return "0s".into();
+    } else if seconds < 60 * 2 {
+        return format!("{seconds}s");
+    }
+    let minutes = seconds / 60;
+    if minutes < 10 {
+        let s = seconds % 60;
+        if s == 0 {
+            return format!("{minutes}m");
+        }
+        return format!("{minutes}m{s}s");
+    } else if minutes < 60 * 3 {
+        return format!("{minutes}m");
+    }
+    let hours = minutes / 60;
+    if hours < 8 {
+        let m = minutes % 60;
+        if m == 0 {
+            return format!("{hours}h");
+        }
+        return format!("{hours}h{m}m");
+    } else if hours < 48 {
+        return format!("{hours}h");
+    } else if hours < 24 * 8 {
+        let h = hours % 24;
+        if h == 0 {
+            return format!("{}d", hours / 24);
+        }
+        return format!("{}d{}h", hours / 24, h);
+    } else if hours < 24 * 365 * 2 {
+        return format!("{}d", hours / 24);
+    } else if hours < 24 * 365 * 8 {
+        let dy = (hours / 24) % 365;
+        if dy == 0 {
+            return format!("{}y", hours / 24 / 365);
+        }
+        return format!("{}y{}d", hours / 24 / 365, dy);
+    }
+    format!("{}y", hours / 24 / 365)
+}
+
+/// Parses an RFC 3339 timestamp as the API writes it.
+pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
+    DateTime::parse_from_rfc3339(s)
+        .ok()
+        .map(|t| t.with_timezone(&Utc))
+}
+
+/// kubectl's `translateTimestampSince`: the age of a timestamp, `<unknown>` when absent.
+pub fn age(timestamp: Option<&str>, now: DateTime<Utc>) -> String {
+    match timestamp.and_then(parse_time) {
+        Some(t) => human_duration(now - t),
+        None => "<unknown>".into(),
+    }
+}
+
+/// The kind-specific printer columns of reference §2 (between NAME and AGE).
+pub fn kind_columns(kind: &ResourceKind) -> &'static [&'static str] {
+    match kind.kind {
+        "Service" => &["URL", "LATESTCREATED", "LATESTREADY", "READY", "REASON"],
+        "Route" => &["URL", "READY", "REASON"],
+        "Configuration" => &["LATESTCREATED", "LATESTREADY", "READY", "REASON"],
+        "Revision" => &[
+            "CONFIG NAME",
+            "GENERATION",
+            "READY",
+            "REASON",
+            "ACTUAL REPLICAS",
+            "DESIRED REPLICAS",
+        ],
+        "PodAutoscaler" => &["DESIREDSCALE", "ACTUALSCALE", "READY", "REASON"],
+        _ => &["READY", "REASON"],
+    }
+}
+
+/// The status and reason of the object's `Ready` condition (blank when absent).
+pub fn ready_condition(o: &Value) -> (String, String) {
+    let cond = o
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter()
+                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        });
+    match cond {
+        Some(c) => (
+            c.get("status")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            c.get("reason")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+        ),
+        None => (String::new(), String::new()),
+    }
+}
+
+fn cell(o: &Value, pointer: &str) -> String {
+    match o.pointer(pointer) {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Bool(b)) => b.to_string(),
+        _ => String::new(),
+    }
+}
+
+fn label(o: &Value, key: &str) -> String {
+    o.pointer("/metadata/labels")
+        .and_then(|l| l.get(key))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The kind-specific cells of one row, in the order of [`kind_columns`].
+pub fn kind_cells(kind: &ResourceKind, o: &Value) -> Vec<String> {
+    let (ready, reason) = ready_condition(o);
+    match kind.kind {
+        "Service" => vec![
+            cell(o, "/status/url"),
+            cell(o, "/status/latestCreatedRevisionName"),
+            cell(o, "/status/latestReadyRevisionName"),
+            ready,
+            reason,
+        ],
+        "Route" => vec![cell(o, "/status/url"), ready, reason],
+        "Configuration" => vec![
+            cell(o, "/status/latestCreatedRevisionName"),
+            cell(o, "/status/latestReadyRevisionName"),
+            ready,
+            reason,
+        ],
+        "Revision" => vec![
+            label(o, "serving.knative.dev/configuration"),
+            label(o, "serving.knative.dev/configurationGeneration"),
+            ready,
+            reason,
+            cell(o, "/status/actualReplicas"),
+            cell(o, "/status/desiredReplicas"),
+        ],
+        "PodAutoscaler" => vec![
+            cell(o, "/status/desiredScale"),
+            cell(o, "/status/actualScale"),
+            ready,
+            reason,
+        ],
+        _ => vec![ready, reason],
+    }
+}
+
+/// How the rows of one table are laid out.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TableOptions {
+    /// Leading NAMESPACE column (`-A`).
+    pub with_namespace: bool,
+    /// NAME printed as `service.serving.knative.dev/hello` (several kinds in one `get`).
+    pub with_kind: bool,
+}
+
+/// The header row of a kind's table.
+pub fn header(kind: &ResourceKind, opts: TableOptions) -> Vec<String> {
+    let mut h = Vec::new();
+    if opts.with_namespace {
+        h.push("NAMESPACE".to_string());
+    }
+    h.push("NAME".to_string());
+    h.extend(kind_columns(kind).iter().map(|c| c.to_string()));
+    h.push("AGE".to_string());
+    h
+}
+
+/// One table row for an object.
+pub fn row(kind: &ResourceKind, o: &Value, opts: TableOptions, now: DateTime<Utc>) -> Vec<String> {
+    let mut r = Vec::new();
+    if opts.with_namespace {
+        r.push(obj::namespace(o).to_string());
+    }
+    if opts.with_kind {
+        r.push(format!("{}/{}", kind.qualified(), obj::name(o)));
+    } else {
+        r.push(obj::name(o).to_string());
+    }
+    r.extend(kind_cells(kind, o));
+    r.push(age(obj::str_at(o, "/metadata/creationTimestamp"), now));
+    r
+}
+
+/// Column widths as Go's `text/tabwriter` computes them with kubectl's settings
+/// (minwidth 6, padding 3): every column but the last of each row is padded.
+pub fn column_widths(rows: &[Vec<String>]) -> Vec<usize> {
+    let mut widths: Vec<usize> = Vec::new();
+    for r in rows {
+        // The last cell of a row is not terminated by a tab, so it is not part of a column.
+        for (i, c) in r.iter().enumerate().take(r.len().saturating_sub(1)) {
+            let w = (c.chars().count() + 3).max(6);
+            if i >= widths.len() {
+                widths.push(w);
+            } else {
+                widths[i] = widths[i].max(w);
+            }
+        }
+    }
+    widths
+}
+
+/// Formats rows with the given column widths (see [`column_widths`]).
+pub fn format_rows(rows: &[Vec<String>], widths: &[usize]) -> String {
+    let mut out = String::new();
+    for r in rows {
+        let mut line = String::new();
+        for (i, c) in r.iter().enumerate() {
+            if i + 1 < r.len() {
+                let w = widths
+                    .get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .max((c.chars().count() + 3).max(6));
+                line.push_str(c);
+                line.extend(std::iter::repeat_n(' ', w - c.chars().count()));
+            } else {
+                line.push_str(c);
+            }
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Formats a table the way kubectl's tabwriter does.
+pub fn format_table(rows: &[Vec<String>]) -> String {
+    format_rows(rows, &column_widths(rows))
+}
+
+/// `service.serving.knative.dev/hello`, the `-o name` form.
+pub fn qualified_name(kind: &ResourceKind, o: &Value) -> String {
+    format!("{}/{}", kind.qualified(), obj::name(o))
+}
+
+/// Pretty JSON with kubectl's four-space indentation.
+pub fn to_json(v: &Value) -> String {
+    let mut buf = Vec::new();
+    let fmt = serde_json::ser::PrettyFormatter::with_indent(b"    ");
+    let mut ser = serde_json::Serializer::with_formatter(&mut buf, fmt);
+    v.serialize(&mut ser)
+        .expect("a JSON value always serializes");
+    let mut s = String::from_utf8(buf).expect("serde_json writes UTF-8");
+    s.push('\n');
+    s
+}
+
+/// YAML for `-o yaml` and `describe`.
+pub fn to_yaml(v: &Value) -> String {
+    let mut s =
+        serde_saphyr::to_string(v).unwrap_or_else(|e| format!("# cannot render YAML: {e}\n"));
+    if !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s
+}
+
+/// A kubectl `List` holding the given items.
+pub fn list_of(items: Vec<Value>) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "items": items,
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+    })
+}
+
+/// Finds the kind of an object from its `kind` field.
+pub fn kind_of(o: &Value) -> Option<&'static ResourceKind> {
+    obj::str_at(o, "/kind").and_then(|k| kinds::ALL.into_iter().find(|rk| rk.kind == k))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_duration_matches_kubernetes() {
+        let cases: &[(i64, &str)] = &[
+            (-5_000, "<invalid>"),
+            (-2_000, "<invalid>"),
+            (-1_500, "0s"),
+            (-1_000, "0s"),
+            (-999, "0s"),
+            (0, "0s"),
+            (1_000, "1s"),
+            (59_000, "59s"),
+            (60_000, "60s"),
+            (119_999, "119s"),
+            (120_000, "2m"),
+            (125_000, "2m5s"),
+            (9 * 60_000 + 59_000, "9m59s"),
+            (10 * 60_000, "10m"),
+            (10 * 60_000 + 30_000, "10m"),
+            (179 * 60_000, "179m"),
+            (3 * 3_600_000, "3h"),
+            (3 * 3_600_000 + 20 * 60_000, "3h20m"),
+            (7 * 3_600_000 + 59 * 60_000, "7h59m"),
+            (8 * 3_600_000, "8h"),
+            (47 * 3_600_000 + 59 * 60_000, "47h"),
+            (48 * 3_600_000, "2d"),
+            (52 * 3_600_000, "2d4h"),
+            (7 * 86_400_000 + 23 * 3_600_000, "7d23h"),
+            (8 * 86_400_000, "8d"),
+            (729 * 86_400_000, "729d"),
+            (730 * 86_400_000, "2y"),
+            (742 * 86_400_000, "2y12d"),
+            (8 * 365 * 86_400_000, "8y"),
+            (20 * 365 * 86_400_000 + 5 * 86_400_000, "20y"),
+        ];
+        for &(ms, want) in cases {
+            assert_eq!(human_duration(TimeDelta::milliseconds(ms)), want, "{ms}ms");
+        }
+    }
+
+    #[test]
+    fn age_of_missing_or_bad_timestamp_is_unknown() {
+        let now = parse_time("2024-05-01T12:00:00Z").unwrap();
+        assert_eq!(age(None, now), "<unknown>");
+        assert_eq!(age(Some("yesterday"), now), "<unknown>");
+        assert_eq!(age(Some("2024-05-01T11:57:55Z"), now), "2m5s");
+        assert_eq!(age(Some("2024-05-01T14:00:00+02:00"), now), "0s");
+    }
+
+    #[test]
+    fn output_formats() {
+        assert_eq!(Output::parse(None).unwrap(), Output::Table);
+        assert_eq!(Output::parse(Some("wide")).unwrap(), Output::Wide);
+        assert_eq!(Output::parse(Some("yaml")).unwrap(), Output::Yaml);
+        assert_eq!(Output::parse(Some("json")).unwrap(), Output::Json);
+        assert_eq!(Output::parse(Some("name")).unwrap(), Output::Name);
+        let err = Output::parse(Some("xml")).unwrap_err().to_string();
+        assert!(err.contains("\"xml\""), "{err}");
+    }
+
+    #[test]
+    fn tabwriter_layout() {
+        let rows = vec![
+            vec![
+                "NAME".to_string(),
+                "URL".into(),
+                "READY".into(),
+                "AGE".into(),
+            ],
+            vec![
+                "hello".to_string(),
+                "http://hello.default.example.com".into(),
+                "True".into(),
+                "5s".into(),
+            ],
+            vec!["a".to_string(), "".into(), "".into(), "10m".into()],
+        ];
+        let got = format_table(&rows);
+        let want = "\
+NAME    URL                                READY   AGE
+hello   http://hello.default.example.com   True    5s
+a                                                  10m
+";
+        assert_eq!(got, want);
+        // minwidth 6: a one-character column is still 6 wide.
+        let got = format_table(&[vec!["A".into(), "B".into()], vec!["x".into(), "y".into()]]);
+        assert_eq!(got, "A     B\nx     y\n");
+    }
+
+    fn service() -> Value {
+        json!({
+            "apiVersion": "serving.knative.dev/v1",
+            "kind": "Service",
+            "metadata": {"name": "hello", "namespace": "default", "creationTimestamp": "2024-05-01T11:55:00Z"},
+            "status": {
+                "url": "http://hello.default.example.com",
+                "latestCreatedRevisionName": "hello-00002",
+                "latestReadyRevisionName": "hello-00001",
+                "conditions": [
+                    {"type": "ConfigurationsReady", "status": "Unknown", "reason": "Deploying"},
+                    {"type": "Ready", "status": "Unknown", "reason": "RevisionMissing"}
+                ]
+            }
+        })
+    }
+
+    #[test]
+    fn rows_per_kind() {
+        let now = parse_time("2024-05-01T12:00:00Z").unwrap();
+        let opts = TableOptions::default();
+        assert_eq!(
+            row(&kinds::SERVICE, &service(), opts, now),
+            [
+                "hello",
+                "http://hello.default.example.com",
+                "hello-00002",
+                "hello-00001",
+                "Unknown",
+                "RevisionMissing",
+                "5m"
+            ]
+        );
+        let rev = json!({
+            "kind": "Revision",
+            "metadata": {"name": "hello-00001", "namespace": "ns1",
+                "labels": {"serving.knative.dev/configuration": "hello",
+                           "serving.knative.dev/configurationGeneration": "1"}},
+            "status": {"actualReplicas": 1, "desiredReplicas": 2,
+                       "conditions": [{"type": "Ready", "status": "True"}]}
+        });
+        let opts_ns = TableOptions {
+            with_namespace: true,
+            with_kind: false,
+        };
+        assert_eq!(
+            row(&kinds::REVISION, &rev, opts_ns, now),
+            [
+                "ns1",
+                "hello-00001",
+                "hello",
+                "1",
+                "True",
+                "",
+                "1",
+                "2",
+                "<unknown>"
+            ]
+        );
+        assert_eq!(
+            header(&kinds::REVISION, opts_ns),
+            [
+                "NAMESPACE",
+                "NAME",
+                "CONFIG NAME",
+                "GENERATION",
+                "READY",
+                "REASON",
+                "ACTUAL REPLICAS",
+                "DESIRED REPLICAS",
+                "AGE"
+            ]
+        );
+        let pa = json!({"kind": "PodAutoscaler", "metadata": {"name": "hello-00001"},
+                        "status": {"desiredScale": 0, "actualScale": 0}});
+        assert_eq!(
+            row(&kinds::POD_AUTOSCALER, &pa, opts, now),
+            ["hello-00001", "0", "0", "", "", "<unknown>"]
+        );
+        let rt = json!({"kind": "Route", "metadata": {"name": "hello"}});
+        let with_kind = TableOptions {
+            with_namespace: false,
+            with_kind: true,
+        };
+        assert_eq!(
+            row(&kinds::ROUTE, &rt, with_kind, now),
+            ["route.serving.knative.dev/hello", "", "", "", "<unknown>"]
+        );
+        assert_eq!(
+            header(&kinds::CONFIGURATION, opts),
+            [
+                "NAME",
+                "LATESTCREATED",
+                "LATESTREADY",
+                "READY",
+                "REASON",
+                "AGE"
+            ]
+        );
+        assert_eq!(
+            header(&kinds::ROUTE, opts),
+            ["NAME", "URL", "READY", "REASON", "AGE"]
+        );
+        assert_eq!(
+            header(&kinds::POD_AUTOSCALER, opts),
+            [
+                "NAME",
+                "DESIREDSCALE",
+                "ACTUALSCALE",
+                "READY",
+                "REASON",
+                "AGE"
+            ]
+        );
+    }
+
+    #[test]
+    fn name_json_yaml() {
+        assert_eq!(
+            qualified_name(&kinds::SERVICE, &service()),
+            "service.serving.knative.dev/hello"
+        );
+        let j = to_json(&json!({"a": {"b": 1}}));
+        assert_eq!(j, "{\n    \"a\": {\n        \"b\": 1\n    }\n}\n");
+        let y = to_yaml(&list_of(vec![json!({"kind": "Service"})]));
+        assert!(y.starts_with("apiVersion: v1\nitems:\n"), "{y}");
+        assert!(y.contains("kind: List"), "{y}");
+        assert!(
+            y.contains("resourceVersion: ''") || y.contains("resourceVersion: \"\""),
+            "{y}"
+        );
+        assert_eq!(kind_of(&service()).map(|k| k.kind), Some("Service"));
+    }
+}

@@ -1,0 +1,157 @@
+//! Test harness: a real `wisp serve` on an ephemeral loopback port with its own data dir.
+#![allow(dead_code)]
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::Duration,
+};
+
+/// How long a server gets to come up before the test fails (never wait unbounded).
+const START_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub struct Server {
+    child: Option<Child>,
+    pub addr: String,
+    pub data_dir: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+    pub token: String,
+    extra_args: Vec<String>,
+}
+
+pub fn wisp_bin() -> &'static str {
+    env!("CARGO_BIN_EXE_wisp")
+}
+
+impl Server {
+    /// Starts a server with a fresh data dir.
+    pub fn start() -> Server {
+        Self::start_with(&[])
+    }
+
+    /// Starts a server with extra `wisp serve` flags.
+    pub fn start_with(extra: &[&str]) -> Server {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let data_dir = tmp.path().to_path_buf();
+        let mut s = Server {
+            child: None,
+            addr: String::new(),
+            data_dir,
+            _tmp: Some(tmp),
+            token: String::new(),
+            extra_args: extra.iter().map(|s| s.to_string()).collect(),
+        };
+        s.spawn();
+        s
+    }
+
+    fn spawn(&mut self) {
+        let mut child = Command::new(wisp_bin())
+            .arg("serve")
+            .args(["--api-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+            .arg("--data-dir")
+            .arg(&self.data_dir)
+            .args(&self.extra_args)
+            .env_remove("WISP_TOKEN")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn wisp serve");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("wisp: API listening on http://")
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+                if std::env::var_os("WISP_TEST_LOG").is_some() {
+                    eprintln!("[wisp] {line}");
+                }
+            }
+        });
+        let addr = rx
+            .recv_timeout(START_TIMEOUT)
+            .expect("wisp serve did not report its API address");
+        self.addr = addr;
+        self.token = std::fs::read_to_string(self.data_dir.join("token"))
+            .expect("token file")
+            .trim()
+            .to_string();
+        self.child = Some(child);
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    pub fn server_url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// An HTTP client with a request timeout, so no test can hang on the server.
+    pub fn http(&self) -> reqwest::blocking::Client {
+        reqwest::blocking::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()
+            .expect("client")
+    }
+
+    pub fn auth(&self) -> String {
+        format!("Bearer {}", self.token)
+    }
+
+    /// `kill -9`, then start again on the same data dir.
+    pub fn kill9_and_restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Sends SIGTERM and waits (bounded) for the exit status.
+    pub fn terminate(&mut self) -> Option<std::process::ExitStatus> {
+        let mut c = self.child.take()?;
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(c.id().to_string())
+            .status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(st)) = c.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = c.kill();
+        c.wait().ok()
+    }
+
+    /// A `wisp` client command pointed at this server.
+    pub fn cli(&self) -> Command {
+        let mut c = Command::new(wisp_bin());
+        c.env("WISP_SERVER", self.server_url())
+            .env("WISP_TOKEN", &self.token)
+            .env_remove("WISP_DATA_DIR");
+        c
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
