@@ -1,0 +1,1 @@
+//! Reconcilers (being written).

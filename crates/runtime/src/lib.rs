@@ -1,0 +1,148 @@
+//! The `Platform` seam: how wisp runs a revision's replicas, whatever runs them.
+//!
+//! The revision reconciler (and later the autoscaler, through it) only ever says "this
+//! revision should have N replicas" ([`Platform::scale`]) and reads back what exists
+//! ([`Platform::replicas`]); the platform converges in the background and announces every
+//! change on [`Platform::changes`]. The embedded default is [`process::ProcessPlatform`]:
+//! each replica is a local process group on its own loopback port. A container backend and
+//! a Kubernetes backend come later behind the same trait.
+//!
+//! Start with [`Platform`], then `process/mod.rs`.
+
+use std::{net::SocketAddr, sync::Arc, time::Duration};
+
+use wisp_api::serving::Container;
+
+pub mod process;
+
+/// Identifies a revision: namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RevisionKey {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl RevisionKey {
+    pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        RevisionKey { namespace: namespace.into(), name: name.into() }
+    }
+}
+
+impl std::fmt::Display for RevisionKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Everything a platform needs to run replicas of one revision. Built by the revision
+/// reconciler from the (immutable) Revision, so it never changes for a given key.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplicaSpec {
+    pub key: RevisionKey,
+    /// Revision uid: lets a platform tell a re-created revision of the same name apart.
+    pub uid: String,
+    /// `K_CONFIGURATION` (the configuration label).
+    pub configuration: String,
+    /// `K_SERVICE` (the service label, or empty).
+    pub service: String,
+    /// The serving container (defaulted: it has a readiness probe).
+    pub container: Container,
+    /// Grace period between SIGTERM and SIGKILL: the revision's `timeoutSeconds`, as Knative
+    /// sets `terminationGracePeriodSeconds`.
+    pub grace_period: Duration,
+}
+
+/// The state of one replica.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaPhase {
+    /// Process started, readiness probe not yet passed.
+    Starting,
+    /// Readiness probe passing: may receive traffic.
+    Ready,
+    /// Was ready, probe now failing (still running).
+    NotReady,
+    /// Exited; waiting out the crash-loop back-off before the next start.
+    BackOff,
+    /// Being stopped (SIGTERM sent).
+    Terminating,
+}
+
+/// How a replica's process last ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExitInfo {
+    /// Exit code, or None when killed by a signal.
+    pub code: Option<i32>,
+    /// Signal number when killed by a signal.
+    pub signal: Option<i32>,
+    /// The last lines the process wrote (stdout and stderr), like Kubernetes'
+    /// `FallbackToLogsOnError` termination message.
+    pub message: String,
+}
+
+/// One replica as the platform sees it now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplicaStatus {
+    /// Stable name within the revision, e.g. `hello-00001-1`.
+    pub name: String,
+    /// Where the replica listens (loopback, its own port).
+    pub address: SocketAddr,
+    pub phase: ReplicaPhase,
+    /// How many times this replica was restarted (crash or failed liveness probe).
+    pub restarts: u32,
+    /// How the process last ended, if it ever did.
+    pub last_exit: Option<ExitInfo>,
+    /// Why it is not starting, when the platform cannot run it at all (e.g. an `image`
+    /// without `command` on the process runtime). The revision fails with this reason.
+    pub failure: Option<Failure>,
+}
+
+/// A permanent failure to run a revision on this platform.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    /// A Knative-style CamelCase reason.
+    pub reason: String,
+    pub message: String,
+}
+
+/// One line of a replica's output.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogLine {
+    pub replica: String,
+    /// `stdout` or `stderr`.
+    pub stream: &'static str,
+    pub line: String,
+}
+
+/// The seam between the controllers and whatever runs replicas.
+pub trait Platform: Send + Sync + 'static {
+    /// Declares that `spec.key` should have `replicas` replicas. Idempotent and
+    /// non-blocking: the platform starts or stops replicas in the background (stopping is
+    /// graceful: SIGTERM, then SIGKILL after the grace period).
+    fn scale(&self, spec: &ReplicaSpec, replicas: u32);
+
+    /// Stops every replica of the revision and forgets it.
+    fn remove(&self, key: &RevisionKey);
+
+    /// The replicas of a revision right now (empty if unknown).
+    fn replicas(&self, key: &RevisionKey) -> Vec<ReplicaStatus>;
+
+    /// Every revision with replicas (or a pending stop), for re-adoption and cleanup.
+    fn revisions(&self) -> Vec<RevisionKey>;
+
+    /// Receives the key of every revision whose replicas changed (started, ready, not
+    /// ready, exited, restarted, stopped). Lagging receivers should re-read everything.
+    fn changes(&self) -> tokio::sync::broadcast::Receiver<RevisionKey>;
+
+    /// The last `tail` lines (all buffered lines when None) of every replica of a revision,
+    /// in arrival order.
+    fn logs(&self, key: &RevisionKey, tail: Option<usize>) -> Vec<LogLine>;
+
+    /// New lines of a revision's replicas as they arrive.
+    fn follow_logs(&self, key: &RevisionKey) -> tokio::sync::broadcast::Receiver<LogLine>;
+
+    /// Stops every replica gracefully and waits until they are gone.
+    fn shutdown(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
+}
+
+/// Shared handle to a platform.
+pub type SharedPlatform = Arc<dyn Platform>;

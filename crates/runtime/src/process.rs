@@ -1,0 +1,1 @@
+//! The local process runtime (being written).

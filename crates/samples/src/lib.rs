@@ -1,0 +1,1 @@
+//! Sample workloads (being written).
