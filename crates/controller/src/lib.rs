@@ -1,1 +1,3 @@
-//! Reconcilers (being written).
+//! The reconcilers of wisp (being written).
+pub mod reconciler;
+pub mod routing;
