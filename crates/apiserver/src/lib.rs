@@ -11,6 +11,7 @@ pub mod admission;
 pub mod body;
 pub mod error;
 mod handlers;
+mod logs;
 mod watch;
 
 use std::sync::Arc;
@@ -37,6 +38,8 @@ pub struct ApiState {
     pub token: Option<Arc<str>>,
     /// The user name recorded in `serving.knative.dev/creator` for token holders.
     pub user: Arc<str>,
+    /// Where replicas run, for the `log` subresource (None: this server runs none).
+    pub platform: Option<wisp_runtime::SharedPlatform>,
 }
 
 /// The whole API as an axum router.
@@ -59,6 +62,10 @@ pub fn router(state: ApiState) -> Router {
             get(handlers::get_status)
                 .put(handlers::replace_status)
                 .patch(handlers::patch_status),
+        )
+        .route(
+            "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/log",
+            get(logs::logs),
         )
         .fallback(|| async { ApiError::path_not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })

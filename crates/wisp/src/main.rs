@@ -27,6 +27,8 @@ enum Command {
     Describe(cli::describe::DescribeArgs),
     /// Delete objects by name or from manifest files.
     Delete(cli::delete::DeleteArgs),
+    /// Print the output of a service's or revision's replicas.
+    Logs(cli::logs::LogsArgs),
 }
 
 fn main() -> ExitCode {
@@ -37,6 +39,7 @@ fn main() -> ExitCode {
         Command::Get(args) => cli::get::run(args),
         Command::Describe(args) => cli::describe::run(args),
         Command::Delete(args) => cli::delete::run(args),
+        Command::Logs(args) => cli::logs::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

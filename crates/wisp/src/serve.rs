@@ -64,6 +64,7 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         config: Arc::new(config),
         token: Some(token.into()),
         user: ADMIN_USER.into(),
+        platform: None,
     };
     let listener = tokio::net::TcpListener::bind(args.api_addr)
         .await

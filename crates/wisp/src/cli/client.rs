@@ -365,6 +365,37 @@ impl Client {
         self.json(self.request(Method::DELETE, self.url(kind, Some(ns), Some(name))))
     }
 
+    /// Opens the `log` subresource of a service or revision: how many replicas it has now,
+    /// and a reader of newline-delimited JSON lines `{"replica","stream","line"}`.
+    pub fn logs(
+        &self,
+        kind: &ResourceKind,
+        ns: &str,
+        name: &str,
+        follow: bool,
+        tail: Option<usize>,
+    ) -> Result<(usize, BufReader<Response>), ApiError> {
+        let mut url = self.url(kind, Some(ns), Some(name));
+        url.path_segments_mut().expect("http URLs have a path").push("log");
+        {
+            let mut q = url.query_pairs_mut();
+            if follow {
+                q.append_pair("follow", "true");
+            }
+            if let Some(t) = tail {
+                q.append_pair("tailLines", &t.to_string());
+            }
+        }
+        let resp = self.send(self.request(Method::GET, url))?;
+        let replicas = resp
+            .headers()
+            .get("x-wisp-replicas")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        Ok((replicas, BufReader::new(resp)))
+    }
+
     /// Opens a watch from `resource_version`. A too-old version fails with a 410 `Status`.
     pub fn watch(
         &self,

@@ -9,6 +9,7 @@ pub mod client;
 pub mod delete;
 pub mod describe;
 pub mod get;
+pub mod logs;
 pub mod manifest;
 pub mod printers;
 

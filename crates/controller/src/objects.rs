@@ -1,0 +1,203 @@
+//! Typed access to the store for the serving kinds, and owner references.
+//!
+//! The store holds JSON; reconcilers work on `wisp_api` types. These helpers do the
+//! serde round trip and turn failures into [`ReconcileError`], so a reconciler reads like
+//! `let cfg: Configuration = objects::get(&ctx.store, ns, name)?`.
+
+use serde::{Serialize, de::DeserializeOwned};
+use wisp_api::{
+    autoscaling::PodAutoscaler,
+    kinds::{self, ResourceKind},
+    meta::{ObjectMeta, OwnerReference},
+    serving::{Configuration, Revision, Route, Service},
+};
+use wisp_store::{LabelSelector, Store};
+
+use crate::reconciler::{ReconcileError, resource};
+
+/// A top-level object of a known kind.
+pub trait Resource: Serialize + DeserializeOwned + Send + 'static {
+    fn kind() -> &'static ResourceKind;
+    fn meta(&self) -> &ObjectMeta;
+    fn meta_mut(&mut self) -> &mut ObjectMeta;
+}
+
+macro_rules! resource_impl {
+    ($ty:ty, $kind:expr) => {
+        impl Resource for $ty {
+            fn kind() -> &'static ResourceKind {
+                &$kind
+            }
+            fn meta(&self) -> &ObjectMeta {
+                &self.metadata
+            }
+            fn meta_mut(&mut self) -> &mut ObjectMeta {
+                &mut self.metadata
+            }
+        }
+    };
+}
+
+resource_impl!(Service, kinds::SERVICE);
+resource_impl!(Configuration, kinds::CONFIGURATION);
+resource_impl!(Revision, kinds::REVISION);
+resource_impl!(Route, kinds::ROUTE);
+resource_impl!(PodAutoscaler, kinds::POD_AUTOSCALER);
+
+/// Decodes a stored object.
+pub fn decode<T: Resource>(value: serde_json::Value) -> Result<T, ReconcileError> {
+    serde_json::from_value(value).map_err(|source| ReconcileError::Decode {
+        what: T::kind().kind.to_owned(),
+        source,
+    })
+}
+
+/// Encodes an object for the store, filling `apiVersion` and `kind` when empty.
+pub fn encode<T: Resource>(obj: &T) -> Result<serde_json::Value, ReconcileError> {
+    let mut v = serde_json::to_value(obj).map_err(|source| ReconcileError::Decode {
+        what: T::kind().kind.to_owned(),
+        source,
+    })?;
+    if let Some(map) = v.as_object_mut() {
+        let kind = T::kind();
+        for (key, value) in [("apiVersion", kind.api_version()), ("kind", kind.kind.to_owned())] {
+            let empty = map.get(key).and_then(|v| v.as_str()).is_none_or(str::is_empty);
+            if empty {
+                map.insert(key.to_owned(), value.into());
+            }
+        }
+    }
+    Ok(v)
+}
+
+pub fn get<T: Resource>(store: &Store, namespace: &str, name: &str) -> Result<Option<T>, ReconcileError> {
+    store
+        .get(&resource(T::kind()), namespace, name)?
+        .map(decode)
+        .transpose()
+}
+
+/// Objects of a kind in one namespace (or all), optionally filtered by labels.
+pub fn list<T: Resource>(
+    store: &Store,
+    namespace: Option<&str>,
+    selector: Option<&LabelSelector>,
+) -> Result<Vec<T>, ReconcileError> {
+    let (items, _) = store.list(&resource(T::kind()), namespace, selector)?;
+    items.into_iter().map(decode).collect()
+}
+
+/// Objects of a kind in a namespace whose label `key` equals `value`.
+pub fn list_labelled<T: Resource>(
+    store: &Store,
+    namespace: &str,
+    key: &str,
+    value: &str,
+) -> Result<Vec<T>, ReconcileError> {
+    let all: Vec<T> = list(store, Some(namespace), None)?;
+    Ok(all
+        .into_iter()
+        .filter(|o| o.meta().labels.get(key).is_some_and(|v| v == value))
+        .collect())
+}
+
+pub fn create<T: Resource>(store: &Store, obj: &T) -> Result<T, ReconcileError> {
+    decode(store.create(&resource(T::kind()), encode(obj)?)?)
+}
+
+/// Replaces spec and metadata (guarded by the object's resourceVersion).
+pub fn update<T: Resource>(store: &Store, obj: &T) -> Result<T, ReconcileError> {
+    decode(store.update(&resource(T::kind()), encode(obj)?)?)
+}
+
+/// Replaces status only (guarded by the object's resourceVersion). Writing an unchanged
+/// status is a no-op in the store: no new resourceVersion, no event.
+pub fn update_status<T: Resource>(store: &Store, obj: &T) -> Result<T, ReconcileError> {
+    decode(store.update_status(&resource(T::kind()), encode(obj)?)?)
+}
+
+/// Deletes an object (and its dependents), only if its uid is still `uid` when given.
+pub fn delete<T: Resource>(
+    store: &Store,
+    namespace: &str,
+    name: &str,
+    uid: Option<&str>,
+) -> Result<(), ReconcileError> {
+    store.delete(&resource(T::kind()), namespace, name, uid)?;
+    Ok(())
+}
+
+/// The controller owner reference pointing at `owner`.
+pub fn owner_reference(kind: &ResourceKind, owner: &ObjectMeta) -> OwnerReference {
+    OwnerReference {
+        api_version: kind.api_version(),
+        kind: kind.kind.to_owned(),
+        name: owner.name.clone(),
+        uid: owner.uid.clone(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The owner reference marked `controller: true`, if any.
+pub fn controller_of(meta: &ObjectMeta) -> Option<&OwnerReference> {
+    meta.owner_references
+        .iter()
+        .find(|r| r.controller == Some(true))
+}
+
+/// Is `meta`'s controller the object with uid `owner_uid`?
+pub fn is_controlled_by(meta: &ObjectMeta, owner_uid: &str) -> bool {
+    controller_of(meta).is_some_and(|r| r.uid == owner_uid)
+}
+
+/// An integer label value, e.g. `serving.knative.dev/configurationGeneration`.
+pub fn label_i64(meta: &ObjectMeta, key: &str) -> Option<i64> {
+    meta.labels.get(key).and_then(|v| v.parse().ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing;
+
+    #[test]
+    fn round_trip_through_store() {
+        let (ctx, _) = testing::test_context();
+        let cfg = testing::configuration("default", "hello", "img");
+        let created = create(&ctx.store, &cfg).unwrap();
+        assert_eq!(created.api_version, "serving.knative.dev/v1");
+        assert_eq!(created.kind, "Configuration");
+        assert!(!created.metadata.uid.is_empty());
+        let got: Configuration = get(&ctx.store, "default", "hello").unwrap().unwrap();
+        assert_eq!(got, created);
+        let all: Vec<Configuration> = list(&ctx.store, None, None).unwrap();
+        assert_eq!(all.len(), 1);
+        assert!(get::<Revision>(&ctx.store, "default", "hello").unwrap().is_none());
+        delete::<Configuration>(&ctx.store, "default", "hello", None).unwrap();
+        assert!(get::<Configuration>(&ctx.store, "default", "hello").unwrap().is_none());
+    }
+
+    #[test]
+    fn owner_references() {
+        let owner = ObjectMeta {
+            name: "hello".into(),
+            uid: "u-1".into(),
+            ..Default::default()
+        };
+        let r = owner_reference(&kinds::CONFIGURATION, &owner);
+        assert_eq!(r.api_version, "serving.knative.dev/v1");
+        assert_eq!(r.kind, "Configuration");
+        assert_eq!((r.controller, r.block_owner_deletion), (Some(true), Some(true)));
+        let mut child = ObjectMeta::default();
+        assert!(!is_controlled_by(&child, "u-1"));
+        child.owner_references.push(OwnerReference {
+            controller: None,
+            ..r.clone()
+        });
+        assert!(!is_controlled_by(&child, "u-1"), "a non-controller reference does not count");
+        child.owner_references.push(r);
+        assert!(is_controlled_by(&child, "u-1"));
+        assert!(!is_controlled_by(&child, "u-2"));
+    }
+}

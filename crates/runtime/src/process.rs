@@ -1,1 +1,0 @@
-//! The local process runtime (being written).
