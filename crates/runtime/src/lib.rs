@@ -9,7 +9,7 @@
 //!
 //! Start with [`Platform`], then `process/mod.rs`.
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
 
 use wisp_api::serving::Container;
 
@@ -24,7 +24,10 @@ pub struct RevisionKey {
 
 impl RevisionKey {
     pub fn new(namespace: impl Into<String>, name: impl Into<String>) -> Self {
-        RevisionKey { namespace: namespace.into(), name: name.into() }
+        RevisionKey {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
     }
 }
 
@@ -142,6 +145,19 @@ pub trait Platform: Send + Sync + 'static {
 
     /// Stops every replica gracefully and waits until they are gone.
     fn shutdown(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
+}
+
+/// Why a platform could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("the process runtime must be created inside a tokio runtime")]
+    NoRuntime,
+    #[error("state directory {}: {source}", path.display())]
+    StateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 /// Shared handle to a platform.

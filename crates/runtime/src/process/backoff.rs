@@ -20,7 +20,12 @@ pub(crate) struct Backoff {
 
 impl Backoff {
     pub fn new(initial: Duration, max: Duration, reset_after: Duration) -> Self {
-        Backoff { initial, max, reset_after, last: None }
+        Backoff {
+            initial,
+            max,
+            reset_after,
+            last: None,
+        }
     }
 
     /// The delay before restarting a process that just ended after running for `ran_for`.
@@ -67,7 +72,11 @@ mod tests {
 
     #[test]
     fn initial_above_max_is_capped() {
-        let mut b = Backoff::new(Duration::from_secs(5), Duration::from_secs(2), Duration::MAX);
+        let mut b = Backoff::new(
+            Duration::from_secs(5),
+            Duration::from_secs(2),
+            Duration::MAX,
+        );
         assert_eq!(b.next_delay(Duration::ZERO), Duration::from_secs(2));
         assert_eq!(b.next_delay(Duration::ZERO), Duration::from_secs(2));
     }

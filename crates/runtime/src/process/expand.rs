@@ -67,7 +67,10 @@ pub(crate) fn argv(container: &Container, env: &[(String, String)]) -> Vec<Strin
 
 /// The last definition of `name` wins, as when Kubernetes builds the container's env map.
 fn lookup<'a>(env: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    env.iter().rev().find(|(n, _)| n == name).map(|(_, v)| v.as_str())
+    env.iter()
+        .rev()
+        .find(|(n, _)| n == name)
+        .map(|(_, v)| v.as_str())
 }
 
 /// Kubernetes' variable expansion (`third_party/forked/golang/expansion`): `$(NAME)` is
@@ -130,7 +133,12 @@ mod tests {
 
     #[test]
     fn expansion_follows_kubernetes() {
-        let vars = [("VAR_A", "A"), ("VAR_B", "B"), ("VAR_EMPTY", ""), ("PORT", "8080")];
+        let vars = [
+            ("VAR_A", "A"),
+            ("VAR_B", "B"),
+            ("VAR_EMPTY", ""),
+            ("PORT", "8080"),
+        ];
         let map = |name: &str| vars.iter().find(|(n, _)| *n == name).map(|(_, v)| *v);
         // Cases from Kubernetes' expand_test.go.
         let cases = [
@@ -166,14 +174,22 @@ mod tests {
     }
 
     fn var(name: &str, value: &str) -> EnvVar {
-        EnvVar { name: name.into(), value: Some(value.into()), ..Default::default() }
+        EnvVar {
+            name: name.into(),
+            value: Some(value.into()),
+            ..Default::default()
+        }
     }
 
     #[test]
     fn environment_is_clean_ordered_and_expanded() {
         let container = Container {
             command: vec!["app".into(), "--listen=:$(PORT)".into()],
-            args: vec!["$(GREETING)".into(), "$$(GREETING)".into(), "$(NOPE)".into()],
+            args: vec![
+                "$(GREETING)".into(),
+                "$$(GREETING)".into(),
+                "$(NOPE)".into(),
+            ],
             env: vec![
                 var("NAME", "world"),
                 var("GREETING", "hello $(NAME) from $(K_REVISION)"),
@@ -185,7 +201,10 @@ mod tests {
                     value_from: Some(EnvVarSource::default()),
                     ..Default::default()
                 },
-                EnvVar { name: "EMPTY".into(), ..Default::default() },
+                EnvVar {
+                    name: "EMPTY".into(),
+                    ..Default::default()
+                },
             ],
             ..Default::default()
         };
@@ -194,7 +213,11 @@ mod tests {
             "SECRET_HOST_VAR" => Some("leak".to_string()),
             _ => None,
         };
-        let id = Identity { service: "svc", configuration: "cfg", revision: "cfg-00001" };
+        let id = Identity {
+            service: "svc",
+            configuration: "cfg",
+            revision: "cfg-00001",
+        };
         let (env, skipped) = environment(&container, 4321, &id, host);
         let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
@@ -219,7 +242,13 @@ mod tests {
         assert_eq!(skipped, ["SECRET"]);
         assert_eq!(
             argv(&container, &env),
-            ["app", "--listen=:4321", "hello world from cfg-00001", "$(GREETING)", "$(NOPE)"]
+            [
+                "app",
+                "--listen=:4321",
+                "hello world from cfg-00001",
+                "$(GREETING)",
+                "$(NOPE)"
+            ]
         );
     }
 }

@@ -1,0 +1,577 @@
+//! The embedded process runtime: every replica is a local process group.
+//!
+//! A replica is what a Knative pod is on Kubernetes, reduced to what one machine needs: the
+//! user container's `command` and `args`, run as a process in its own process group, with
+//! the revision's environment, on its own loopback port, probed the way the kubelet and the
+//! queue-proxy probe a pod, restarted with back-off when it crashes, and stopped gracefully
+//! (SIGTERM to the group, SIGKILL after the revision's grace period).
+//!
+//! Differences from a pod, on purpose:
+//!
+//! - **Ports.** In a pod the container listens on its declared `containerPort` (8080 by
+//!   default) in its own network namespace. Local processes share one network namespace, so
+//!   two replicas cannot both have 8080: each replica gets a free loopback port of its own
+//!   (chosen by binding `127.0.0.1:0`), passed in `PORT` as Knative does, and its
+//!   [`address`](crate::ReplicaStatus::address) is `127.0.0.1:<port>`. The declared
+//!   `containerPort` is not used. Probes target that port too, whatever port they name.
+//! - **Environment.** A container does not inherit the node's environment and neither does
+//!   a replica, except for the few variables a host binary needs to run at all
+//!   ([`PASS_THROUGH`]); then `PORT`, `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` and the
+//!   container's `env` (literal values; `valueFrom` is skipped with a warning). `$(VAR)`
+//!   references in `env`, `command` and `args` are expanded as Kubernetes does ([`expand`]).
+//! - **Images.** There is no container runtime here: a container with an `image` but no
+//!   `command` is reported with the failure `ContainerMissing` and nothing starts.
+//! - **Crash loops** back off from 1 s to 30 s rather than from 10 s to 5 min (see
+//!   `backoff.rs`); an exit with code 0 is a crash too, since a serving container must not
+//!   exit.
+//! - **wisp crashing.** Replicas outlive a `kill -9` of wisp (they are separate process
+//!   groups). Each running replica has a pid record in the state directory, and the next
+//!   [`ProcessPlatform::new`] stops whatever those records name (checking the process start
+//!   time, so a recycled pid is never signalled) before any new replica starts. The old
+//!   replicas are stopped rather than re-adopted: their stdout and stderr pipes, their
+//!   probe state and their exit status died with the old wisp, and a replica we cannot read
+//!   or reap is worse than a fresh one; the revision reconciler simply starts new replicas.
+//!
+//! Structure: [`ProcessPlatform`] keeps the desired state and the replicas' statuses in a
+//! map; each replica is owned by one supervising task (`supervisor.rs`) that runs its
+//! process, probes (`probe.rs`), reads its output into the log buffers (`logs.rs`) and keeps
+//! its pid record (`records.rs`).
+
+mod backoff;
+pub mod expand;
+mod logs;
+mod probe;
+mod records;
+mod supervisor;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    future::Future,
+    net::{Ipv4Addr, SocketAddr, TcpListener},
+    path::{Path, PathBuf},
+    pin::Pin,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
+
+use tokio::{
+    runtime::Handle,
+    sync::{broadcast, watch},
+    task::JoinSet,
+};
+use wisp_api::serving::Container;
+
+pub use self::expand::PASS_THROUGH;
+pub use self::probe::USER_AGENT;
+use self::{logs::RevisionLogs, supervisor::Replica};
+use crate::{
+    Failure, LogLine, Platform, ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey, RuntimeError,
+};
+
+/// Tunables of the process runtime. The defaults suit a developer's machine.
+#[derive(Clone, Debug)]
+pub struct ProcessOptions {
+    /// Lines of output kept per replica for [`Platform::logs`]. Default 1000.
+    pub log_lines_per_replica: usize,
+    /// Last lines of output kept in [`ExitInfo::message`](crate::ExitInfo::message).
+    /// Default 10.
+    pub exit_message_lines: usize,
+    /// Wait before the first restart of a crashed replica; doubles on each further crash.
+    /// Default 1 s (Kubernetes: 10 s).
+    pub backoff_initial: Duration,
+    /// Longest wait between restarts. Default 30 s (Kubernetes: 300 s).
+    pub backoff_max: Duration,
+    /// A process that ran at least this long before exiting restarts after
+    /// `backoff_initial` again. Default 10 min, as in Kubernetes.
+    pub backoff_reset: Duration,
+    /// Interval of Knative's aggressive readiness probing (probe `periodSeconds` 0 or
+    /// unset) until a replica first becomes ready. Default 50 ms.
+    pub aggressive_probe_interval: Duration,
+    /// Per-attempt timeout of aggressive HTTP/TCP probes. Default 100 ms.
+    pub aggressive_probe_timeout: Duration,
+    /// Readiness check interval, after a replica first became ready, for probes without
+    /// `periodSeconds`. Default 1 s.
+    pub ready_probe_interval: Duration,
+    /// How long [`ProcessPlatform::new`] waits for replicas of an earlier run to exit after
+    /// SIGTERM before sending SIGKILL. Default 10 s.
+    pub cleanup_grace: Duration,
+}
+
+impl Default for ProcessOptions {
+    fn default() -> Self {
+        ProcessOptions {
+            log_lines_per_replica: 1000,
+            exit_message_lines: 10,
+            backoff_initial: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(30),
+            backoff_reset: Duration::from_secs(600),
+            aggressive_probe_interval: Duration::from_millis(50),
+            aggressive_probe_timeout: Duration::from_millis(100),
+            ready_probe_interval: Duration::from_secs(1),
+            cleanup_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The process runtime. See the module docs.
+///
+/// Replicas are stopped by [`Platform::shutdown`], not by dropping the platform: its tasks
+/// keep running (and the processes with them) until the tokio runtime ends, after which the
+/// next start's pid-record cleanup deals with them. One state directory belongs to one
+/// wisp: two platforms sharing it would stop each other's replicas at start-up.
+pub struct ProcessPlatform {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ProcessPlatform {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProcessPlatform")
+            .field("state_dir", &self.inner.state_dir)
+            .finish()
+    }
+}
+
+/// Shared by the platform handle and the supervising tasks.
+pub(crate) struct Inner {
+    options: ProcessOptions,
+    state_dir: PathBuf,
+    state: Mutex<State>,
+    logs: Mutex<HashMap<RevisionKey, RevisionLogs>>,
+    changes: broadcast::Sender<RevisionKey>,
+    /// Every supervising task (and the start-up cleanup), so that shutdown can wait.
+    tasks: Mutex<JoinSet<()>>,
+    runtime: Handle,
+    /// Becomes true once replicas of an earlier run are gone.
+    cleaned_up: watch::Receiver<bool>,
+}
+
+#[derive(Default)]
+struct State {
+    shut_down: bool,
+    next_id: u64,
+    revisions: HashMap<RevisionKey, Revision>,
+}
+
+struct Revision {
+    uid: String,
+    spec: Arc<ReplicaSpec>,
+    desired: u32,
+    /// Set when this platform cannot run the revision at all.
+    failure: Option<Failure>,
+    /// `remove` was called: forget the revision once its last replica is gone.
+    removing: bool,
+    /// By a platform-wide id, so that a stopping replica and its successor with the same
+    /// index never collide.
+    replicas: BTreeMap<u64, ReplicaEntry>,
+}
+
+struct ReplicaEntry {
+    index: u32,
+    status: ReplicaStatus,
+    stopping: bool,
+    stop: watch::Sender<bool>,
+}
+
+impl ReplicaEntry {
+    fn stop(&mut self) -> bool {
+        if self.stopping {
+            return false;
+        }
+        self.stopping = true;
+        self.status.phase = ReplicaPhase::Terminating;
+        // The task may have finished already; then there is nothing to stop.
+        let _ = self.stop.send(true);
+        true
+    }
+}
+
+/// Locks a mutex, ignoring poisoning: every critical section leaves the data consistent.
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Why a revision cannot run here, if it cannot.
+fn failure(c: &Container) -> Option<Failure> {
+    if !c.command.is_empty() {
+        return None;
+    }
+    let message = if c.image.is_empty() {
+        "the container has no `command` to run".to_string()
+    } else {
+        format!(
+            "wisp's process runtime runs a container's `command`; image {:?} needs a container \
+             runtime, which this wisp does not have: set `command` to the program to run",
+            c.image
+        )
+    };
+    Some(Failure {
+        reason: "ContainerMissing".into(),
+        message,
+    })
+}
+
+/// A free loopback port: bound and released at once. Another process could take it in
+/// between, but the kernel hands out ephemeral ports round-robin, so that is unlikely; a
+/// replica that then fails to bind crashes and is restarted on the same port.
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+        .local_addr()?
+        .port())
+}
+
+impl ProcessPlatform {
+    /// Creates the platform. `state_dir` holds pid records (for cleanup after a crash of
+    /// wisp itself) and nothing else; it is created if missing. Replicas left running by
+    /// an earlier run (recorded there) are stopped in the background; replicas of this run
+    /// start only after that.
+    ///
+    /// Must be called inside a tokio runtime: the platform spawns its tasks there.
+    pub fn new(
+        state_dir: &Path,
+        options: ProcessOptions,
+    ) -> Result<Arc<ProcessPlatform>, RuntimeError> {
+        let runtime = Handle::try_current().map_err(|_| RuntimeError::NoRuntime)?;
+        // A one-off small syscall at start-up, so that a bad path fails here, loudly.
+        std::fs::create_dir_all(state_dir).map_err(|source| RuntimeError::StateDir {
+            path: state_dir.to_path_buf(),
+            source,
+        })?;
+        let (cleaned_tx, cleaned_up) = watch::channel(false);
+        let inner = Arc::new(Inner {
+            state_dir: state_dir.to_path_buf(),
+            state: Mutex::default(),
+            logs: Mutex::default(),
+            changes: broadcast::channel(1024).0,
+            tasks: Mutex::default(),
+            runtime,
+            cleaned_up,
+            options,
+        });
+        let (dir, grace) = (inner.state_dir.clone(), inner.options.cleanup_grace);
+        inner.spawn(async move {
+            records::clean_up(dir, grace).await;
+            let _ = cleaned_tx.send(true);
+        });
+        Ok(Arc::new(ProcessPlatform { inner }))
+    }
+
+    /// Resolves once replicas left by an earlier run have been stopped.
+    pub async fn cleaned_up(&self) {
+        let _ = self.inner.cleaned_up.clone().wait_for(|d| *d).await;
+    }
+}
+
+impl Inner {
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let mut tasks = lock(&self.tasks);
+        // Reap finished tasks so the set does not grow with churn.
+        while tasks.try_join_next().is_some() {}
+        tasks.spawn_on(task, &self.runtime);
+    }
+
+    fn notify(&self, key: &RevisionKey) {
+        // No receivers is fine.
+        let _ = self.changes.send(key.clone());
+    }
+
+    /// Applies `f` to a replica's entry; announces the change if the status changed.
+    fn update_replica(&self, key: &RevisionKey, id: u64, f: impl FnOnce(&mut ReplicaEntry)) {
+        let changed = {
+            let mut state = lock(&self.state);
+            let Some(entry) = state
+                .revisions
+                .get_mut(key)
+                .and_then(|r| r.replicas.get_mut(&id))
+            else {
+                return;
+            };
+            let before = entry.status.clone();
+            f(entry);
+            entry.status != before
+        };
+        if changed {
+            self.notify(key);
+        }
+    }
+
+    fn push_log(&self, key: &RevisionKey, line: LogLine) {
+        // Lines of a revision that was removed meanwhile are dropped.
+        if let Some(logs) = lock(&self.logs).get_mut(key) {
+            logs.push(line, self.options.log_lines_per_replica);
+        }
+    }
+
+    /// Called by a replica's task as it ends: the replica disappears.
+    async fn finish(&self, key: &RevisionKey, id: u64, name: &str) {
+        let forget = {
+            let mut state = lock(&self.state);
+            match state.revisions.get_mut(key) {
+                Some(rev) => {
+                    rev.replicas.remove(&id);
+                    let forget = rev.removing && rev.replicas.is_empty();
+                    if forget {
+                        state.revisions.remove(key);
+                    }
+                    forget
+                }
+                None => false,
+            }
+        };
+        {
+            let mut logs = lock(&self.logs);
+            if forget {
+                logs.remove(key);
+            } else if let Some(l) = logs.get_mut(key) {
+                l.forget_replica(name);
+            }
+        }
+        self.notify(key);
+    }
+
+    fn scale(self: &Arc<Self>, spec: &ReplicaSpec, replicas: u32) {
+        let changed = {
+            let mut guard = lock(&self.state);
+            let state = &mut *guard;
+            if state.shut_down {
+                return;
+            }
+            let rev = state
+                .revisions
+                .entry(spec.key.clone())
+                .or_insert_with(|| Revision {
+                    uid: spec.uid.clone(),
+                    spec: Arc::new(spec.clone()),
+                    desired: 0,
+                    failure: None,
+                    removing: false,
+                    replicas: BTreeMap::new(),
+                });
+            let mut changed = rev.removing || rev.desired != replicas;
+            if rev.uid != spec.uid {
+                // Same name, new revision: the old one's replicas go.
+                for r in rev.replicas.values_mut() {
+                    r.stop();
+                }
+                rev.uid = spec.uid.clone();
+                changed = true;
+            }
+            if *rev.spec != *spec {
+                rev.spec = Arc::new(spec.clone());
+            }
+            rev.removing = false;
+            rev.desired = replicas;
+            rev.failure = failure(&spec.container);
+            if rev.failure.is_none() {
+                changed |= self.converge(&mut state.next_id, rev, &spec.key);
+            }
+            changed
+        };
+        lock(&self.logs).entry(spec.key.clone()).or_default();
+        if changed {
+            self.notify(&spec.key);
+        }
+    }
+
+    /// Starts or stops replicas until `rev.desired` are running (or starting). New replicas
+    /// take the lowest free indexes; scaling down stops the highest first.
+    fn converge(
+        self: &Arc<Self>,
+        next_id: &mut u64,
+        rev: &mut Revision,
+        key: &RevisionKey,
+    ) -> bool {
+        let mut active: Vec<(u32, u64)> = rev
+            .replicas
+            .iter()
+            .filter(|(_, r)| !r.stopping)
+            .map(|(id, r)| (r.index, *id))
+            .collect();
+        active.sort_unstable();
+        let desired = rev.desired as usize;
+        let mut changed = false;
+        for (_, id) in active.iter().skip(desired) {
+            if let Some(r) = rev.replicas.get_mut(id) {
+                changed |= r.stop();
+            }
+        }
+        for _ in active.len()..desired {
+            // Indexes of stopping replicas stay taken until they are gone, so that names
+            // are unique among the replicas listed.
+            let index = (1..)
+                .find(|i| rev.replicas.values().all(|r| r.index != *i))
+                .unwrap_or(u32::MAX);
+            let port = match free_port() {
+                Ok(port) => port,
+                Err(e) => {
+                    tracing::error!(revision = %key, "no free loopback port for a replica: {e}");
+                    break;
+                }
+            };
+            let name = format!("{}-{index}", key.name);
+            let (stop, stop_rx) = watch::channel(false);
+            *next_id += 1;
+            let id = *next_id;
+            rev.replicas.insert(
+                id,
+                ReplicaEntry {
+                    index,
+                    status: ReplicaStatus {
+                        name: name.clone(),
+                        address: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+                        phase: ReplicaPhase::Starting,
+                        restarts: 0,
+                        last_exit: None,
+                        failure: None,
+                    },
+                    stopping: false,
+                    stop,
+                },
+            );
+            let replica = Replica {
+                inner: self.clone(),
+                key: key.clone(),
+                id,
+                name,
+                spec: rev.spec.clone(),
+                port,
+            };
+            self.spawn(replica.supervise(stop_rx));
+            changed = true;
+        }
+        changed
+    }
+
+    fn remove(&self, key: &RevisionKey) {
+        let (known, forget) = {
+            let mut state = lock(&self.state);
+            match state.revisions.get_mut(key) {
+                Some(rev) => {
+                    rev.desired = 0;
+                    rev.failure = None;
+                    rev.removing = true;
+                    for r in rev.replicas.values_mut() {
+                        r.stop();
+                    }
+                    let forget = rev.replicas.is_empty();
+                    if forget {
+                        state.revisions.remove(key);
+                    }
+                    (true, forget)
+                }
+                None => (false, true),
+            }
+        };
+        if forget {
+            lock(&self.logs).remove(key);
+        }
+        if known {
+            self.notify(key);
+        }
+    }
+
+    fn replicas(&self, key: &RevisionKey) -> Vec<ReplicaStatus> {
+        let state = lock(&self.state);
+        let Some(rev) = state.revisions.get(key) else {
+            return Vec::new();
+        };
+        let mut list: Vec<(u32, ReplicaStatus)> = rev
+            .replicas
+            .values()
+            .map(|r| (r.index, r.status.clone()))
+            .collect();
+        list.sort_by_key(|(index, s)| (*index, s.phase == ReplicaPhase::Terminating));
+        let mut list: Vec<ReplicaStatus> = list.into_iter().map(|(_, s)| s).collect();
+        if let Some(failure) = &rev.failure {
+            // Nothing runs, but the revision should see why for each replica it asked for.
+            list.extend((1..=rev.desired).map(|i| ReplicaStatus {
+                name: format!("{}-{i}", key.name),
+                address: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+                phase: ReplicaPhase::Starting,
+                restarts: 0,
+                last_exit: None,
+                failure: Some(failure.clone()),
+            }));
+        }
+        list
+    }
+
+    fn revisions(&self) -> Vec<RevisionKey> {
+        let state = lock(&self.state);
+        let mut keys: Vec<RevisionKey> = state
+            .revisions
+            .iter()
+            .filter(|(_, r)| !r.replicas.is_empty() || (r.failure.is_some() && r.desired > 0))
+            .map(|(k, _)| k.clone())
+            .collect();
+        keys.sort();
+        keys
+    }
+
+    /// The synchronous half of shutdown: no more starts, every replica told to stop.
+    fn begin_shutdown(&self) {
+        let keys: Vec<RevisionKey> = {
+            let mut state = lock(&self.state);
+            state.shut_down = true;
+            for rev in state.revisions.values_mut() {
+                rev.desired = 0;
+                rev.failure = None;
+                for r in rev.replicas.values_mut() {
+                    r.stop();
+                }
+            }
+            state.revisions.keys().cloned().collect()
+        };
+        for key in &keys {
+            self.notify(key);
+        }
+    }
+
+    async fn shutdown(&self) {
+        self.begin_shutdown();
+        // Every replica's task stops its process (in parallel) and removes its record.
+        let mut tasks = std::mem::take(&mut *lock(&self.tasks));
+        while tasks.join_next().await.is_some() {}
+    }
+}
+
+impl Platform for ProcessPlatform {
+    fn scale(&self, spec: &ReplicaSpec, replicas: u32) {
+        self.inner.scale(spec, replicas);
+    }
+
+    fn remove(&self, key: &RevisionKey) {
+        self.inner.remove(key);
+    }
+
+    fn replicas(&self, key: &RevisionKey) -> Vec<ReplicaStatus> {
+        self.inner.replicas(key)
+    }
+
+    fn revisions(&self) -> Vec<RevisionKey> {
+        self.inner.revisions()
+    }
+
+    fn changes(&self) -> broadcast::Receiver<RevisionKey> {
+        self.inner.changes.subscribe()
+    }
+
+    fn logs(&self, key: &RevisionKey, tail: Option<usize>) -> Vec<LogLine> {
+        lock(&self.inner.logs)
+            .get(key)
+            .map(|l| l.tail(tail))
+            .unwrap_or_default()
+    }
+
+    fn follow_logs(&self, key: &RevisionKey) -> broadcast::Receiver<LogLine> {
+        lock(&self.inner.logs)
+            .entry(key.clone())
+            .or_default()
+            .subscribe()
+    }
+
+    fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
+        Box::pin(self.inner.shutdown())
+    }
+}

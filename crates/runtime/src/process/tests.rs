@@ -1,0 +1,642 @@
+//! The process runtime against real processes (`sh`, `sleep`, `python3 -m http.server`).
+//!
+//! Every test has its own state directory and ephemeral ports, so they run in parallel;
+//! every wait is bounded; and every test ends with a shutdown and checks that the processes
+//! it started are gone.
+
+use std::{
+    collections::BTreeSet,
+    path::Path,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use nix::{sys::signal::kill, unistd::Pid};
+use tokio::sync::broadcast::error::RecvError;
+use wisp_api::serving::{Container, ExecAction, HttpGetAction, Probe, TcpSocketAction};
+
+use super::{ProcessOptions, ProcessPlatform, records};
+use crate::{Platform, ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn fast() -> ProcessOptions {
+    ProcessOptions {
+        backoff_initial: Duration::from_millis(100),
+        backoff_max: Duration::from_millis(400),
+        ready_probe_interval: Duration::from_millis(100),
+        cleanup_grace: Duration::from_secs(3),
+        ..ProcessOptions::default()
+    }
+}
+
+fn platform(options: ProcessOptions) -> (Arc<ProcessPlatform>, Sandbox) {
+    let dir = tempfile::tempdir().unwrap();
+    let p = ProcessPlatform::new(&dir.path().join("state"), options).unwrap();
+    (p.clone(), Sandbox(dir, p))
+}
+
+/// A test's temporary directory. Should the test fail before its shutdown, dropping this
+/// SIGKILLs every process group still recorded in the state directory, so that a failed
+/// test does not leave processes behind.
+struct Sandbox(tempfile::TempDir, Arc<ProcessPlatform>);
+
+impl Sandbox {
+    fn path(&self) -> &Path {
+        self.0.path()
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            return;
+        }
+        // No more (re)starts; then kill what is recorded, a few times over, to catch a
+        // process that was being started just now. Blocking is fine on this failure path:
+        // the runtime's workers are other threads.
+        self.1.inner.begin_shutdown();
+        for _ in 0..10 {
+            for pid in recorded_pids(&self.path().join("state")) {
+                let _ = nix::sys::signal::killpg(Pid::from_raw(pid), nix::sys::signal::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+fn exec_probe(cmd: &[&str]) -> Probe {
+    Probe {
+        exec: Some(ExecAction {
+            command: cmd.iter().map(|s| s.to_string()).collect(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+fn spec(name: &str, script: &str, readiness: Probe) -> ReplicaSpec {
+    ReplicaSpec {
+        key: RevisionKey::new("default", name),
+        uid: format!("uid-{name}"),
+        configuration: "cfg".into(),
+        service: "svc".into(),
+        container: Container {
+            image: "ignored".into(),
+            command: vec!["sh".into(), "-c".into(), script.into()],
+            readiness_probe: Some(readiness),
+            ..Default::default()
+        },
+        grace_period: Duration::from_secs(5),
+    }
+}
+
+/// Polls `replicas()` on every change (and every 100 ms, in case a receiver lagged) until
+/// `pred` accepts them.
+async fn wait_for<T>(
+    p: &ProcessPlatform,
+    key: &RevisionKey,
+    what: &str,
+    pred: impl Fn(&[ReplicaStatus]) -> Option<T>,
+) -> T {
+    let mut changes = p.changes();
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let now = p.replicas(key);
+        if let Some(t) = pred(&now) {
+            return t;
+        }
+        if tokio::time::Instant::now() > deadline {
+            panic!("timed out waiting for {what}; replicas: {now:#?}");
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(100), changes.recv()).await;
+    }
+}
+
+fn all_ready(n: usize) -> impl Fn(&[ReplicaStatus]) -> Option<Vec<ReplicaStatus>> {
+    move |r| (r.len() == n && r.iter().all(|r| r.phase == ReplicaPhase::Ready)).then(|| r.to_vec())
+}
+
+/// Pids named by the records in the state directory.
+fn recorded_pids(state: &Path) -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir(state) else {
+        return Vec::new();
+    };
+    entries
+        .filter_map(|e| {
+            let bytes = std::fs::read(e.ok()?.path()).ok()?;
+            Some(serde_json::from_slice::<records::Record>(&bytes).ok()?.pid)
+        })
+        .collect()
+}
+
+fn alive(pid: i32) -> bool {
+    kill(Pid::from_raw(pid), None).is_ok()
+}
+
+async fn shut_down(p: &ProcessPlatform, state: &Path, pids: &[i32]) {
+    tokio::time::timeout(WAIT, p.shutdown())
+        .await
+        .expect("shutdown finished");
+    for pid in pids {
+        assert!(!alive(*pid), "process {pid} still alive after shutdown");
+    }
+    assert!(recorded_pids(state).is_empty(), "pid records left behind");
+}
+
+fn log_text(p: &ProcessPlatform, key: &RevisionKey) -> String {
+    p.logs(key, None)
+        .into_iter()
+        .map(|l| l.line)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_get_their_own_port_env_and_become_ready_over_http() {
+    let (p, dir) = platform(fast());
+    let state = dir.path().join("state");
+    let probe = Probe {
+        http_get: Some(HttpGetAction {
+            path: "/".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let s = spec(
+        "hello-00001",
+        r#"echo "env $PORT $K_REVISION $K_SERVICE $K_CONFIGURATION"
+           echo "cwd $(pwd)"
+           echo "names" $(env | cut -d= -f1 | sort)
+           exec python3 -m http.server --bind 127.0.0.1 "$PORT""#,
+        probe,
+    );
+    let mut s = s;
+    s.container.working_dir = dir.path().display().to_string();
+    p.scale(&s, 2);
+    let ready = wait_for(&p, &s.key, "2 ready replicas", all_ready(2)).await;
+    let names: Vec<&str> = ready.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, ["hello-00001-1", "hello-00001-2"]);
+    let ports: BTreeSet<u16> = ready.iter().map(|r| r.address.port()).collect();
+    assert_eq!(ports.len(), 2, "distinct ports: {ready:?}");
+    let logs = log_text(&p, &s.key);
+    // `$(pwd)` names no variable, so Kubernetes' expansion leaves it to the shell.
+    assert!(
+        logs.contains(&format!("cwd {}", dir.path().display())),
+        "{logs}"
+    );
+    // Nothing of the test's own environment leaks in but the pass-through variables (and
+    // what the shell itself exports).
+    let names = logs
+        .lines()
+        .find_map(|l| l.strip_prefix("names "))
+        .expect("env names");
+    let allowed = [
+        "PORT",
+        "K_SERVICE",
+        "K_CONFIGURATION",
+        "K_REVISION",
+        "PWD",
+        "OLDPWD",
+    ];
+    for name in names.split(' ') {
+        assert!(
+            allowed.contains(&name) || super::PASS_THROUGH.contains(&name),
+            "{name} leaked into the replica's environment"
+        );
+    }
+    for r in &ready {
+        assert!(r.address.ip().is_loopback());
+        let want = format!("env {} hello-00001 svc cfg", r.address.port());
+        assert!(logs.contains(&want), "{want:?} in {logs}");
+        // The replica really answers on its address.
+        tokio::net::TcpStream::connect(r.address).await.unwrap();
+    }
+    assert_eq!(p.revisions(), std::slice::from_ref(&s.key));
+    let pids = recorded_pids(&state);
+    assert_eq!(pids.len(), 2);
+    shut_down(&p, &state, &pids).await;
+    assert!(p.replicas(&s.key).is_empty());
+    // After shutdown, scale does nothing.
+    p.scale(&s, 1);
+    assert!(p.replicas(&s.key).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn crash_backs_off_with_growing_delays_and_records_the_exit() {
+    let options = ProcessOptions {
+        backoff_initial: Duration::from_millis(200),
+        backoff_max: Duration::from_millis(800),
+        ..fast()
+    };
+    let (p, dir) = platform(options);
+    let s = spec(
+        "crash-00001",
+        "echo starting; sleep 0.05; echo 'oops: bad config' >&2; exit 3",
+        exec_probe(&["true"]),
+    );
+    p.scale(&s, 1);
+    let backoff = wait_for(&p, &s.key, "back-off", |r| {
+        r.first()
+            .filter(|r| r.phase == ReplicaPhase::BackOff)
+            .cloned()
+    })
+    .await;
+    let exit = backoff.last_exit.expect("exit recorded");
+    assert_eq!((exit.code, exit.signal), (Some(3), None));
+    assert_eq!(exit.message, "starting\noops: bad config");
+
+    // Restarts come after 200, 400, then 800 ms of back-off.
+    let mut seen = Vec::new();
+    for n in 1..=3 {
+        wait_for(&p, &s.key, "a restart", |r| {
+            r.first().filter(|r| r.restarts >= n).map(drop)
+        })
+        .await;
+        seen.push(Instant::now());
+    }
+    let (first, second) = (seen[1] - seen[0], seen[2] - seen[1]);
+    assert!(
+        second >= Duration::from_millis(700),
+        "second gap {second:?}"
+    );
+    assert!(second > first, "back-off grows: {first:?} then {second:?}");
+    // Every incarnation's output is kept.
+    assert!(log_text(&p, &s.key).matches("starting").count() >= 3);
+    shut_down(&p, &dir.path().join("state"), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exits_by_signal_and_with_code_zero_are_crashes() {
+    let (p, dir) = platform(fast());
+    let cases = [
+        // `$$` is Kubernetes' escape for `$`, so the shell's `$$` is written `$$$$`.
+        ("signal-00001", "kill -9 $$$$", None, Some(9)),
+        ("zero-00001", "echo done", Some(0), None),
+        // Cannot even start: Kubernetes' StartError code.
+        ("missing-00001", "", Some(128), None),
+    ];
+    for (name, script, code, signal) in cases {
+        let mut s = spec(name, script, exec_probe(&["true"]));
+        if script.is_empty() {
+            s.container.command = vec!["/nonexistent/wisp-test-binary".into()];
+        }
+        p.scale(&s, 1);
+        let exit = wait_for(&p, &s.key, "an exit", |r| r.first()?.last_exit.clone()).await;
+        assert_eq!((exit.code, exit.signal), (code, signal), "{name}: {exit:?}");
+        if script.is_empty() {
+            assert!(
+                exit.message.contains("/nonexistent/wisp-test-binary"),
+                "{exit:?}"
+            );
+        }
+    }
+    shut_down(&p, &dir.path().join("state"), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_down_stops_the_highest_index_with_sigterm_first() {
+    let (p, dir) = platform(fast());
+    let state = dir.path().join("state");
+    let s = spec(
+        "graceful-00001",
+        r#"trap 'echo "got TERM in $K_REVISION"; exit 0' TERM
+           while true; do sleep 0.05; done"#,
+        exec_probe(&["true"]),
+    );
+    p.scale(&s, 2);
+    wait_for(&p, &s.key, "2 ready replicas", all_ready(2)).await;
+    let pids = recorded_pids(&state);
+    // A stopped replica's buffered lines go with it; its last words can be followed.
+    let mut follow = p.follow_logs(&s.key);
+    let started = Instant::now();
+    p.scale(&s, 1);
+    let now = p.replicas(&s.key);
+    assert_eq!(
+        now.iter()
+            .map(|r| (r.name.as_str(), r.phase))
+            .collect::<Vec<_>>(),
+        [
+            ("graceful-00001-1", ReplicaPhase::Ready),
+            ("graceful-00001-2", ReplicaPhase::Terminating)
+        ]
+    );
+    let left = wait_for(&p, &s.key, "one replica", |r| {
+        (r.len() == 1).then(|| r[0].clone())
+    })
+    .await;
+    assert_eq!(left.name, "graceful-00001-1");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "stopped by SIGTERM, not SIGKILL"
+    );
+    let last_words = tokio::time::timeout(WAIT, async {
+        loop {
+            let line = follow.recv().await.unwrap();
+            if line.line.starts_with("got TERM") {
+                return line;
+            }
+        }
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        (last_words.replica.as_str(), last_words.line.as_str()),
+        ("graceful-00001-2", "got TERM in graceful-00001")
+    );
+    // Scaling up again reuses the free index.
+    p.scale(&s, 2);
+    let ready = wait_for(&p, &s.key, "2 ready replicas", all_ready(2)).await;
+    assert_eq!(ready[1].name, "graceful-00001-2");
+    let pids: Vec<i32> = pids.into_iter().chain(recorded_pids(&state)).collect();
+    shut_down(&p, &state, &pids).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_process_ignoring_sigterm_is_killed_after_the_grace_period() {
+    let (p, dir) = platform(fast());
+    let state = dir.path().join("state");
+    let mut s = spec(
+        "stubborn-00001",
+        "trap '' TERM; while true; do sleep 0.05; done",
+        exec_probe(&["true"]),
+    );
+    s.grace_period = Duration::from_millis(500);
+    p.scale(&s, 1);
+    wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    let pids = recorded_pids(&state);
+    let started = Instant::now();
+    p.scale(&s, 0);
+    wait_for(&p, &s.key, "no replicas", |r| r.is_empty().then_some(())).await;
+    let took = started.elapsed();
+    assert!(
+        took >= Duration::from_millis(500),
+        "waited out the grace period: {took:?}"
+    );
+    assert!(!alive(pids[0]));
+    shut_down(&p, &state, &pids).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failing_liveness_and_startup_probes_restart_the_replica() {
+    let (p, dir) = platform(fast());
+    let nothing_listens = Probe {
+        tcp_socket: Some(TcpSocketAction::default()),
+        ..Default::default()
+    };
+    let strict = |probe: Probe| Probe {
+        period_seconds: Some(1),
+        failure_threshold: Some(1),
+        ..probe
+    };
+
+    let mut live = spec(
+        "live-00001",
+        "echo up; exec sleep 60",
+        exec_probe(&["true"]),
+    );
+    // Two failures (one period apart) leave the process time to say something first.
+    live.container.liveness_probe = Some(Probe {
+        failure_threshold: Some(2),
+        ..strict(nothing_listens)
+    });
+    let mut startup = spec("startup-00001", "exec sleep 60", exec_probe(&["true"]));
+    startup.container.startup_probe = Some(strict(exec_probe(&["false"])));
+
+    for s in [&live, &startup] {
+        p.scale(s, 1);
+    }
+    let r = wait_for(&p, &live.key, "a liveness restart", |r| {
+        r.first().filter(|r| r.restarts >= 1).cloned()
+    })
+    .await;
+    // `sleep` dies of the SIGTERM.
+    let exit = r.last_exit.unwrap();
+    assert_eq!((exit.code, exit.signal), (None, Some(15)));
+    assert_eq!(exit.message, "up");
+
+    let r = wait_for(&p, &startup.key, "a startup restart", |r| {
+        r.first().filter(|r| r.restarts >= 1).cloned()
+    })
+    .await;
+    assert_eq!(r.last_exit.unwrap().signal, Some(15));
+    // Readiness never ran while the startup probe was failing.
+    assert_ne!(r.phase, ReplicaPhase::Ready);
+    shut_down(&p, &dir.path().join("state"), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_follows_the_probe_after_ready() {
+    let (p, dir) = platform(fast());
+    let marker = dir.path().join("healthy");
+    std::fs::write(&marker, "").unwrap();
+    let check = format!("test -e {}", marker.display());
+    let s = spec(
+        "flaky-00001",
+        "exec sleep 60",
+        exec_probe(&["sh", "-c", &check]),
+    );
+    p.scale(&s, 1);
+    wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    std::fs::remove_file(&marker).unwrap();
+    wait_for(&p, &s.key, "not ready", |r| {
+        r.first()
+            .filter(|r| r.phase == ReplicaPhase::NotReady)
+            .map(drop)
+    })
+    .await;
+    std::fs::write(&marker, "").unwrap();
+    let r = wait_for(&p, &s.key, "ready again", all_ready(1)).await;
+    assert_eq!(r[0].restarts, 0);
+    shut_down(&p, &dir.path().join("state"), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_image_without_command_is_a_failure_and_nothing_starts() {
+    let (p, dir) = platform(fast());
+    let mut s = spec("image-00001", "", Probe::default());
+    s.container.command.clear();
+    s.container.image = "ghcr.io/knative/helloworld-go".into();
+    p.scale(&s, 2);
+    let r = p.replicas(&s.key);
+    assert_eq!(r.len(), 2);
+    let failure = r[0].failure.clone().expect("a failure");
+    assert_eq!(failure.reason, "ContainerMissing");
+    assert!(
+        failure
+            .message
+            .contains("\"ghcr.io/knative/helloworld-go\""),
+        "{failure:?}"
+    );
+    assert_eq!(p.revisions(), std::slice::from_ref(&s.key));
+    assert!(recorded_pids(&dir.path().join("state")).is_empty());
+    p.scale(&s, 0);
+    assert!(p.replicas(&s.key).is_empty());
+    assert!(p.revisions().is_empty());
+    shut_down(&p, &dir.path().join("state"), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_tail_and_follow() {
+    let (p, dir) = platform(fast());
+    let s = spec(
+        "logs-00001",
+        "for i in 1 2 3 4 5; do echo line$i; done; echo oops >&2; exec sleep 60",
+        exec_probe(&["true"]),
+    );
+    // Following works before the revision has replicas.
+    let mut follow = p.follow_logs(&s.key);
+    p.scale(&s, 1);
+    let mut followed = Vec::new();
+    while followed.len() < 6 {
+        match tokio::time::timeout(WAIT, follow.recv())
+            .await
+            .expect("a line")
+        {
+            Ok(line) => followed.push(line),
+            Err(RecvError::Lagged(_)) => {}
+            Err(RecvError::Closed) => panic!("follow channel closed"),
+        }
+    }
+    let stdout: Vec<&str> = followed
+        .iter()
+        .filter(|l| l.stream == "stdout")
+        .map(|l| l.line.as_str())
+        .collect();
+    assert_eq!(stdout, ["line1", "line2", "line3", "line4", "line5"]);
+    assert!(
+        followed
+            .iter()
+            .any(|l| l.stream == "stderr" && l.line == "oops")
+    );
+    assert!(followed.iter().all(|l| l.replica == "logs-00001-1"));
+
+    assert_eq!(p.logs(&s.key, None), followed, "logs keep arrival order");
+    assert_eq!(p.logs(&s.key, Some(2)), followed[4..]);
+    p.remove(&s.key);
+    wait_for(&p, &s.key, "removal", |r| r.is_empty().then_some(())).await;
+    assert!(p.logs(&s.key, None).is_empty(), "remove forgets the logs");
+    assert!(p.revisions().is_empty());
+    shut_down(&p, &dir.path().join("state"), &[]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_recreated_revision_replaces_the_old_replicas() {
+    let (p, dir) = platform(fast());
+    let state = dir.path().join("state");
+    let s = spec(
+        "again-00001",
+        "echo uid=$K_REVISION; exec sleep 60",
+        exec_probe(&["true"]),
+    );
+    p.scale(&s, 1);
+    let old = wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    let old_pids = recorded_pids(&state);
+    let recreated = ReplicaSpec {
+        uid: "uid-new".into(),
+        ..s.clone()
+    };
+    p.scale(&recreated, 1);
+    let phases: Vec<ReplicaPhase> = p.replicas(&s.key).iter().map(|r| r.phase).collect();
+    assert_eq!(phases, [ReplicaPhase::Terminating, ReplicaPhase::Starting]);
+    let new = wait_for(&p, &s.key, "only the new replica", |r| {
+        (r.len() == 1 && r[0].phase == ReplicaPhase::Ready).then(|| r[0].clone())
+    })
+    .await;
+    assert_ne!(new.address, old[0].address);
+    assert!(!alive(old_pids[0]));
+    let pids = recorded_pids(&state);
+    shut_down(&p, &state, &pids).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_stops_everything_in_every_state() {
+    let mut options = fast();
+    options.backoff_initial = Duration::from_secs(30);
+    let (p, dir) = platform(options);
+    let state = dir.path().join("state");
+    let running = spec("run-00001", "exec sleep 60", exec_probe(&["true"]));
+    let mut stubborn = spec(
+        "stub-00001",
+        "trap '' TERM; exec sleep 60",
+        exec_probe(&["true"]),
+    );
+    stubborn.grace_period = Duration::from_millis(300);
+    let crashing = spec("crash-00001", "exit 1", exec_probe(&["true"]));
+    let starting = spec("start-00001", "exec sleep 60", exec_probe(&["false"]));
+    for s in [&running, &stubborn, &crashing, &starting] {
+        p.scale(s, 2);
+    }
+    wait_for(&p, &running.key, "ready", all_ready(2)).await;
+    wait_for(&p, &stubborn.key, "ready", all_ready(2)).await;
+    wait_for(&p, &crashing.key, "back-off", |r| {
+        r.iter()
+            .all(|r| r.phase == ReplicaPhase::BackOff)
+            .then_some(())
+    })
+    .await;
+    let pids = recorded_pids(&state);
+    assert!(pids.len() >= 6, "{pids:?}");
+    shut_down(&p, &state, &pids).await;
+    for s in [&running, &stubborn, &crashing, &starting] {
+        assert!(p.replicas(&s.key).is_empty());
+    }
+    assert!(p.revisions().is_empty());
+}
+
+/// Starts `sleep` in its own process group, as a replica of a crashed wisp would be.
+async fn orphan() -> (tokio::process::Child, i32) {
+    let child = tokio::process::Command::new("sleep")
+        .arg("60")
+        .process_group(0)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap() as i32;
+    (child, pid)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_of_an_earlier_run_are_cleaned_up_but_recycled_pids_are_spared() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir_all(&state).unwrap();
+    let (mut left_over, pid) = orphan().await;
+    let (mut unrelated, other) = orphan().await;
+    let record = |pid: i32, start_time: u64| records::Record {
+        pid,
+        pgid: pid,
+        start_time,
+        namespace: "default".into(),
+        revision: "old-00001".into(),
+        replica: "old-00001-1".into(),
+    };
+    let start = records::start_time(pid).await.unwrap();
+    records::write(&state, &record(pid, start)).await.unwrap();
+    // Same pid number, different start time: a process that merely reuses the pid.
+    let other_start = records::start_time(other).await.unwrap();
+    records::write(&state, &record(other, other_start + 1))
+        .await
+        .unwrap();
+    std::fs::write(state.join("garbage.json"), "{").unwrap();
+
+    let p = ProcessPlatform::new(&state, fast()).unwrap();
+    let status = tokio::time::timeout(WAIT, left_over.wait())
+        .await
+        .unwrap()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(15), "stopped with SIGTERM");
+    tokio::time::timeout(WAIT, p.cleaned_up()).await.unwrap();
+    assert!(
+        unrelated.try_wait().unwrap().is_none(),
+        "a recycled pid is never killed"
+    );
+    assert_eq!(
+        std::fs::read_dir(&state).unwrap().count(),
+        0,
+        "records deleted"
+    );
+    unrelated.kill().await.unwrap();
+    shut_down(&p, &state, &[]).await;
+}
