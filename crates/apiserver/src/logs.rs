@@ -38,11 +38,17 @@ pub async fn logs(
         return Err(ApiError::path_not_found());
     }
     let Some(platform) = st.platform.clone() else {
-        return Err(ApiError::new(503, "ServiceUnavailable", "this server runs no replicas"));
+        return Err(ApiError::new(
+            503,
+            "ServiceUnavailable",
+            "this server runs no replicas",
+        ));
     };
     let tail = match q.get("tailLines") {
         Some(t) => Some(t.parse::<usize>().map_err(|_| {
-            ApiError::bad_request(format!("invalid tailLines {t:?}: must be a non-negative integer"))
+            ApiError::bad_request(format!(
+                "invalid tailLines {t:?}: must be a non-negative integer"
+            ))
         })?),
         None => None,
     };
@@ -51,33 +57,44 @@ pub async fn logs(
     // Which revisions: the one named, or every revision of the named service.
     let store = st.store.clone();
     let (ns2, name2, plural2) = (ns.clone(), name.clone(), plural.clone());
-    let revisions: Vec<String> = tokio::task::spawn_blocking(move || -> Result<Vec<String>, ApiError> {
-        match plural2.as_str() {
-            "revisions" => {
-                let res = "revisions.serving.knative.dev";
-                store.get(res, &ns2, &name2)?.ok_or_else(|| ApiError::not_found(res, &name2))?;
-                Ok(vec![name2])
+    let revisions: Vec<String> =
+        tokio::task::spawn_blocking(move || -> Result<Vec<String>, ApiError> {
+            match plural2.as_str() {
+                "revisions" => {
+                    let res = "revisions.serving.knative.dev";
+                    store
+                        .get(res, &ns2, &name2)?
+                        .ok_or_else(|| ApiError::not_found(res, &name2))?;
+                    Ok(vec![name2])
+                }
+                "services" => {
+                    let res = "services.serving.knative.dev";
+                    store
+                        .get(res, &ns2, &name2)?
+                        .ok_or_else(|| ApiError::not_found(res, &name2))?;
+                    let sel =
+                        LabelSelector::parse(&format!("serving.knative.dev/service={name2}"))?;
+                    let (revs, _) =
+                        store.list("revisions.serving.knative.dev", Some(&ns2), Some(&sel))?;
+                    Ok(revs
+                        .iter()
+                        .filter_map(|r| r["metadata"]["name"].as_str().map(str::to_string))
+                        .collect())
+                }
+                _ => Err(ApiError::path_not_found()),
             }
-            "services" => {
-                let res = "services.serving.knative.dev";
-                store.get(res, &ns2, &name2)?.ok_or_else(|| ApiError::not_found(res, &name2))?;
-                let sel = LabelSelector::parse(&format!("serving.knative.dev/service={name2}"))?;
-                let (revs, _) = store.list("revisions.serving.knative.dev", Some(&ns2), Some(&sel))?;
-                Ok(revs
-                    .iter()
-                    .filter_map(|r| r["metadata"]["name"].as_str().map(str::to_string))
-                    .collect())
-            }
-            _ => Err(ApiError::path_not_found()),
-        }
-    })
-    .await
-    .map_err(|e| ApiError::internal(e.to_string()))??;
+        })
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))??;
 
     let keys: Vec<RevisionKey> = revisions.iter().map(|r| RevisionKey::new(&ns, r)).collect();
     let replicas: usize = keys.iter().map(|k| platform.replicas(k).len()).sum();
     // Subscribe before reading the backlog so no line falls between the two.
-    let live: Vec<_> = if follow { keys.iter().map(|k| platform.follow_logs(k)).collect() } else { Vec::new() };
+    let live: Vec<_> = if follow {
+        keys.iter().map(|k| platform.follow_logs(k)).collect()
+    } else {
+        Vec::new()
+    };
     let mut backlog: Vec<LogLine> = Vec::new();
     for k in &keys {
         backlog.extend(platform.logs(k, tail));
@@ -87,19 +104,24 @@ pub async fn logs(
         let skip = backlog.len().saturating_sub(t);
         backlog.drain(..skip);
     }
-    let head = futures_util::stream::iter(backlog.into_iter().map(|l| Ok::<_, std::io::Error>(encode(&l))));
+    let head = futures_util::stream::iter(
+        backlog
+            .into_iter()
+            .map(|l| Ok::<_, std::io::Error>(encode(&l))),
+    );
     let body = if follow {
-        let merged = futures_util::stream::select_all(live.into_iter().map(BroadcastStream::new)).filter_map(|r| async move {
-            match r {
-                Ok(l) => Some(Ok(encode(&l))),
-                // A slow reader skipped lines: say so in the stream rather than silently.
-                Err(BroadcastStreamRecvError::Lagged(n)) => Some(Ok(encode(&LogLine {
-                    replica: String::new(),
-                    stream: "stderr",
-                    line: format!("wisp: {n} log lines skipped (reader too slow)"),
-                }))),
-            }
-        });
+        let merged = futures_util::stream::select_all(live.into_iter().map(BroadcastStream::new))
+            .filter_map(|r| async move {
+                match r {
+                    Ok(l) => Some(Ok(encode(&l))),
+                    // A slow reader skipped lines: say so in the stream rather than silently.
+                    Err(BroadcastStreamRecvError::Lagged(n)) => Some(Ok(encode(&LogLine {
+                        replica: String::new(),
+                        stream: "stderr",
+                        line: format!("wisp: {n} log lines skipped (reader too slow)"),
+                    }))),
+                }
+            });
         Body::from_stream(head.chain(merged))
     } else {
         Body::from_stream(head)

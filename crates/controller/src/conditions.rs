@@ -141,7 +141,14 @@ impl ConditionSet {
         message: &str,
         now: DateTime<Utc>,
     ) {
-        self.mark(status, type_, ConditionStatus::Unknown, reason, message, now);
+        self.mark(
+            status,
+            type_,
+            ConditionStatus::Unknown,
+            reason,
+            message,
+            now,
+        );
     }
 
     /// True when the happy condition is True.
@@ -190,9 +197,24 @@ mod tests {
         // (existing, new status, reason, message, transition time expected to be moved?)
         let cases = [
             ("identical", Some((True, "", "")), (True, "", ""), false),
-            ("status flips", Some((True, "", "")), (False, "R", "m"), true),
-            ("reason changes", Some((False, "A", "m")), (False, "B", "m"), true),
-            ("message changes", Some((Unknown, "R", "a")), (Unknown, "R", "b"), true),
+            (
+                "status flips",
+                Some((True, "", "")),
+                (False, "R", "m"),
+                true,
+            ),
+            (
+                "reason changes",
+                Some((False, "A", "m")),
+                (False, "B", "m"),
+                true,
+            ),
+            (
+                "message changes",
+                Some((Unknown, "R", "a")),
+                (Unknown, "R", "b"),
+                true,
+            ),
             ("new condition", None, (Unknown, "", ""), true),
         ];
         for (what, existing, (cs, reason, message), moved) in cases {
@@ -202,7 +224,11 @@ mod tests {
             }
             set(&mut st, "Ready", cs, reason, message, t(10));
             let c = st.condition("Ready").unwrap();
-            assert_eq!((c.status, c.reason.as_str(), c.message.as_str()), (cs, reason, message), "{what}");
+            assert_eq!(
+                (c.status, c.reason.as_str(), c.message.as_str()),
+                (cs, reason, message),
+                "{what}"
+            );
             let want = if moved { t(10) } else { t(0) };
             assert_eq!(c.last_transition_time, Some(timestamp(want)), "{what}");
         }
@@ -221,12 +247,33 @@ mod tests {
     #[test]
     fn ready_from_dependents() {
         type Dep = (&'static str, ConditionStatus, &'static str, &'static str);
-        let cases: [(&str, Vec<Dep>, (ConditionStatus, &str, &str)); 6] = [
-            ("all true", vec![("A", True, "", ""), ("B", True, "", "")], (True, "", "")),
-            ("one false wins over unknown", vec![("A", Unknown, "U", "u"), ("B", False, "F", "f")], (False, "F", "f")),
-            ("first false", vec![("A", False, "F1", "1"), ("B", False, "F2", "2")], (False, "F1", "1")),
-            ("first unknown", vec![("A", True, "", ""), ("B", Unknown, "Deploying", "d")], (Unknown, "Deploying", "d")),
-            ("missing counts as unknown", vec![("A", True, "", "")], (Unknown, "", "")),
+        type Want = (ConditionStatus, &'static str, &'static str);
+        let cases: [(&str, Vec<Dep>, Want); 6] = [
+            (
+                "all true",
+                vec![("A", True, "", ""), ("B", True, "", "")],
+                (True, "", ""),
+            ),
+            (
+                "one false wins over unknown",
+                vec![("A", Unknown, "U", "u"), ("B", False, "F", "f")],
+                (False, "F", "f"),
+            ),
+            (
+                "first false",
+                vec![("A", False, "F1", "1"), ("B", False, "F2", "2")],
+                (False, "F1", "1"),
+            ),
+            (
+                "first unknown",
+                vec![("A", True, "", ""), ("B", Unknown, "Deploying", "d")],
+                (Unknown, "Deploying", "d"),
+            ),
+            (
+                "missing counts as unknown",
+                vec![("A", True, "", "")],
+                (Unknown, "", ""),
+            ),
             ("nothing set", vec![], (Unknown, "", "")),
         ];
         for (what, deps, (cs, reason, message)) in cases {
@@ -241,7 +288,8 @@ mod tests {
 
     #[test]
     fn condition_set_propagates_to_happy() {
-        const SET: ConditionSet = ConditionSet::new(READY, &["ResourcesAvailable", "ContainerHealthy"]);
+        const SET: ConditionSet =
+            ConditionSet::new(READY, &["ResourcesAvailable", "ContainerHealthy"]);
         let mut st = Status::default();
         SET.initialize(&mut st, t(0));
         assert_eq!(st.conditions.len(), 3);
@@ -252,7 +300,10 @@ mod tests {
         assert!(SET.is_happy(&st));
         SET.mark_false(&mut st, "ContainerHealthy", "ExitCode1", "boom", t(3));
         let r = st.condition(READY).unwrap();
-        assert_eq!((r.status, r.reason.as_str(), r.message.as_str()), (False, "ExitCode1", "boom"));
+        assert_eq!(
+            (r.status, r.reason.as_str(), r.message.as_str()),
+            (False, "ExitCode1", "boom")
+        );
         assert!(is_false(&st, READY));
         // A non-dependent condition does not touch Ready.
         SET.mark_true(&mut st, "Active", t(4));

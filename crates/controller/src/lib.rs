@@ -1,3 +1,51 @@
-//! The reconcilers of wisp (being written).
+//! `wisp-controller`: the reconcile loop and the reconcilers of wisp.
+//!
+//! Objects live in the store ([`wisp_store::Store`]); each reconciler makes the world match
+//! one kind of object, level-based and idempotent: it reads the object named by a
+//! `namespace/name` key, computes the desired children with pure builders, writes what
+//! differs, and reports status back. The [`runner`] watches the store's event log and the
+//! platform's replica changes, turns every change into keys (the object's own, its owners',
+//! and whatever a reconciler declares it [`watches`](reconciler::Reconciler::watches)), and
+//! feeds them through a Kubernetes-style work [`queue`] (dedupe, one worker per key at a
+//! time, exponential back-off) to the reconcilers.
+//!
+//! The chain: Service → Configuration + Route; Configuration → Revision (immutable, one per
+//! generation); Revision → `Platform::scale` and status from the replicas; Route → the
+//! routing table for the ingress; labeler and GC keep routing state and old revisions tidy.
+//!
+//! Start reading at [`runner`], then a reconciler: [`configuration`] (pure builders in
+//! `configuration/resources.rs`) and [`revision`]. Shared helpers: [`conditions`] (Knative's
+//! living condition set), [`names`] (child names, label keys), [`objects`] (typed store
+//! access, owner references), and [`testing`] (a fake platform and fixtures).
+
+pub mod conditions;
+pub mod configuration;
+pub mod names;
+pub mod objects;
+pub mod queue;
 pub mod reconciler;
+pub mod revision;
 pub mod routing;
+pub mod runner;
+pub mod testing;
+
+// Written by the routes engineer.
+pub mod gc;
+pub mod labeler;
+pub mod route;
+pub mod service;
+
+pub use reconciler::{Action, Context, ReconcileError, Reconciler};
+pub use runner::Controllers;
+
+/// Every reconciler `wisp serve` runs, in the order of the chain above.
+pub fn all_reconcilers() -> Vec<std::sync::Arc<dyn Reconciler>> {
+    vec![
+        std::sync::Arc::new(service::ServiceReconciler),
+        std::sync::Arc::new(configuration::ConfigurationReconciler),
+        std::sync::Arc::new(revision::RevisionReconciler),
+        std::sync::Arc::new(route::RouteReconciler),
+        std::sync::Arc::new(labeler::LabelerReconciler),
+        std::sync::Arc::new(gc::GcReconciler),
+    ]
+}

@@ -99,9 +99,16 @@ mod tests {
     #[test]
     fn child_names() {
         let long = "a".repeat(60);
+        let b57 = "b".repeat(57);
+        let s70 = "s".repeat(70);
         let cases: Vec<(&str, &str, &str, String)> = vec![
             ("short", "hello", "-00001", "hello-00001".into()),
-            ("exactly 63", &"b".repeat(57), "-00001", format!("{}-00001", "b".repeat(57))),
+            (
+                "exactly 63",
+                &b57,
+                "-00001",
+                format!("{}-00001", "b".repeat(57)),
+            ),
             (
                 "parent too long: cut + md5(parent)",
                 &long,
@@ -111,7 +118,7 @@ mod tests {
             (
                 "suffix too long: md5(parent+suffix) + start of suffix",
                 "parent",
-                &"s".repeat(70),
+                &s70,
                 {
                     let h = hex_md5(format!("parent{}", "s".repeat(70)).as_bytes());
                     format!("parent{h}{}", "s".repeat(63 - 6 - 32))

@@ -60,8 +60,14 @@ pub fn encode<T: Resource>(obj: &T) -> Result<serde_json::Value, ReconcileError>
     })?;
     if let Some(map) = v.as_object_mut() {
         let kind = T::kind();
-        for (key, value) in [("apiVersion", kind.api_version()), ("kind", kind.kind.to_owned())] {
-            let empty = map.get(key).and_then(|v| v.as_str()).is_none_or(str::is_empty);
+        for (key, value) in [
+            ("apiVersion", kind.api_version()),
+            ("kind", kind.kind.to_owned()),
+        ] {
+            let empty = map
+                .get(key)
+                .and_then(|v| v.as_str())
+                .is_none_or(str::is_empty);
             if empty {
                 map.insert(key.to_owned(), value.into());
             }
@@ -70,7 +76,11 @@ pub fn encode<T: Resource>(obj: &T) -> Result<serde_json::Value, ReconcileError>
     Ok(v)
 }
 
-pub fn get<T: Resource>(store: &Store, namespace: &str, name: &str) -> Result<Option<T>, ReconcileError> {
+pub fn get<T: Resource>(
+    store: &Store,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<T>, ReconcileError> {
     store
         .get(&resource(T::kind()), namespace, name)?
         .map(decode)
@@ -173,9 +183,17 @@ mod tests {
         assert_eq!(got, created);
         let all: Vec<Configuration> = list(&ctx.store, None, None).unwrap();
         assert_eq!(all.len(), 1);
-        assert!(get::<Revision>(&ctx.store, "default", "hello").unwrap().is_none());
+        assert!(
+            get::<Revision>(&ctx.store, "default", "hello")
+                .unwrap()
+                .is_none()
+        );
         delete::<Configuration>(&ctx.store, "default", "hello", None).unwrap();
-        assert!(get::<Configuration>(&ctx.store, "default", "hello").unwrap().is_none());
+        assert!(
+            get::<Configuration>(&ctx.store, "default", "hello")
+                .unwrap()
+                .is_none()
+        );
     }
 
     #[test]
@@ -188,14 +206,20 @@ mod tests {
         let r = owner_reference(&kinds::CONFIGURATION, &owner);
         assert_eq!(r.api_version, "serving.knative.dev/v1");
         assert_eq!(r.kind, "Configuration");
-        assert_eq!((r.controller, r.block_owner_deletion), (Some(true), Some(true)));
+        assert_eq!(
+            (r.controller, r.block_owner_deletion),
+            (Some(true), Some(true))
+        );
         let mut child = ObjectMeta::default();
         assert!(!is_controlled_by(&child, "u-1"));
         child.owner_references.push(OwnerReference {
             controller: None,
             ..r.clone()
         });
-        assert!(!is_controlled_by(&child, "u-1"), "a non-controller reference does not count");
+        assert!(
+            !is_controlled_by(&child, "u-1"),
+            "a non-controller reference does not count"
+        );
         child.owner_references.push(r);
         assert!(is_controlled_by(&child, "u-1"));
         assert!(!is_controlled_by(&child, "u-2"));

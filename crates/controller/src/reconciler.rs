@@ -58,7 +58,30 @@ pub trait Reconciler: Send + Sync + 'static {
 
     /// Makes the world match the object named by the key (which may no longer exist).
     /// Re-running it with nothing changed must change nothing.
-    fn reconcile(&self, ctx: &Context, namespace: &str, name: &str) -> Result<Action, ReconcileError>;
+    fn reconcile(
+        &self,
+        ctx: &Context,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Action, ReconcileError>;
+
+    /// Extra keys of *this* reconciler's kind to enqueue when an object of `event_kind`
+    /// changes (`obj` is its new state, or its last state when deleted), beyond what the
+    /// runner derives by itself (the object's own key, its owner references and its
+    /// `serving.knative.dev/{service,configuration,route}` labels). For example the route
+    /// reconciler returns the routes that reference a changed configuration.
+    ///
+    /// Called on the watch task for every event: keep it cheap. It may read `ctx.store`
+    /// (a quick indexed read is fine) but must not write.
+    fn watches(
+        &self,
+        ctx: &Context,
+        event_kind: &ResourceKind,
+        obj: &serde_json::Value,
+    ) -> Vec<(String, String)> {
+        let _ = (ctx, event_kind, obj);
+        Vec::new()
+    }
 }
 
 /// The store key of a kind: `services.serving.knative.dev` (what the API server uses too).

@@ -23,7 +23,9 @@ pub type Body = Full<Bytes>;
 /// The address to listen on: `127.0.0.1:$PORT` (8080 when PORT is unset, as in Knative).
 pub fn listen_addr() -> Result<SocketAddr, String> {
     let port = match std::env::var("PORT") {
-        Ok(p) => p.parse::<u16>().map_err(|_| format!("PORT={p:?} is not a port number"))?,
+        Ok(p) => p
+            .parse::<u16>()
+            .map_err(|_| format!("PORT={p:?} is not a port number"))?,
         Err(_) => 8080,
     };
     Ok(SocketAddr::from(([127, 0, 0, 1], port)))
@@ -121,10 +123,9 @@ pub fn int_param(query: &str, key: &str) -> Result<Option<u64>, String> {
     for pair in query.split('&') {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
         if k == key {
-            return v
-                .parse::<u64>()
-                .map(Some)
-                .map_err(|_| format!("invalid value for {key}: {v:?} (want a non-negative integer)"));
+            return v.parse::<u64>().map(Some).map_err(|_| {
+                format!("invalid value for {key}: {v:?} (want a non-negative integer)")
+            });
         }
     }
     Ok(None)

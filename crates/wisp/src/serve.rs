@@ -10,8 +10,14 @@ use std::{
 };
 
 use anyhow::{Context, bail};
+use arc_swap::ArcSwap;
 use wisp_api::config::Config;
 use wisp_apiserver::ApiState;
+use wisp_controller::{Controllers, routing::RoutingTable};
+use wisp_runtime::{
+    Platform, SharedPlatform,
+    process::{ProcessOptions, ProcessPlatform},
+};
 use wisp_store::Store;
 
 /// Flags of `wisp serve`.
@@ -29,6 +35,9 @@ pub struct ServeArgs {
     /// Config file: top-level keys are Knative ConfigMap names (config-autoscaler, …).
     #[arg(long)]
     pub config: Option<PathBuf>,
+    /// Manifests to apply once the server is up, as `wisp apply -f` would (repeatable).
+    #[arg(long = "apply", value_name = "FILE")]
+    pub apply: Vec<String>,
 }
 
 /// The user recorded as `serving.knative.dev/creator` for writes made with the token.
@@ -44,6 +53,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating data dir {}", args.data_dir.display()))?;
+    let _lock = lock_data_dir(&args.data_dir)?;
     let token = load_or_create_token(&args.data_dir.join("token"))?;
     let db = args.data_dir.join("wisp.db");
     let store = Store::open(&db).with_context(|| format!("opening store {}", db.display()))?;
@@ -59,12 +69,33 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
     // Signal handlers go in before anything is announced: a SIGTERM that arrives right
     // after the "listening" line must take the graceful path, not the default (die).
     let shutdown = shutdown_signal()?;
+    let config = Arc::new(config);
+
+    // Replicas of an earlier run (if wisp was kill -9ed) are stopped by the platform before
+    // it starts any; the controllers then bring every revision back from the store.
+    let platform = ProcessPlatform::new(&args.data_dir.join("run"), ProcessOptions::default())
+        .context("starting the process runtime")?;
+    let shared: SharedPlatform = platform.clone();
+    let ctx = wisp_controller::Context {
+        store: store.clone(),
+        config: config.clone(),
+        platform: shared.clone(),
+        routing: Arc::new(ArcSwap::from_pointee(RoutingTable::default())),
+        clock: chrono::Utc::now,
+    };
+    let (ctl_stop_tx, ctl_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let controllers = tokio::spawn(
+        Controllers::new(ctx, wisp_controller::all_reconcilers()).run(async move {
+            let _ = ctl_stop_rx.await;
+        }),
+    );
+
     let state = ApiState {
-        store,
-        config: Arc::new(config),
-        token: Some(token.into()),
+        store: store.clone(),
+        config,
+        token: Some(token.clone().into()),
         user: ADMIN_USER.into(),
-        platform: None,
+        platform: Some(shared),
     };
     let listener = tokio::net::TcpListener::bind(args.api_addr)
         .await
@@ -81,15 +112,66 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         });
     let server = tokio::spawn(async move { server.await });
 
+    if !args.apply.is_empty() {
+        let apply = crate::cli::apply::ApplyArgs {
+            global: crate::cli::GlobalArgs {
+                server: format!("http://{addr}"),
+                token: Some(token),
+                data_dir: args.data_dir.clone(),
+                namespace: "default".into(),
+            },
+            files: args.apply.clone(),
+        };
+        // The client is blocking (reqwest::blocking); keep it off the async workers.
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = crate::cli::apply::run(apply) {
+                eprintln!("wisp: --apply failed: {e:#}");
+            }
+        });
+    }
+
     shutdown.await;
     eprintln!("wisp: shutting down");
+    // One shutdown path: stop taking API requests, stop reconciling, stop every replica
+    // gracefully, then close the store.
     let _ = stop_tx.send(true);
     // Watches never end on their own; past the grace period they are cut.
     match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
         Ok(joined) => joined.context("API server task")?.context("API server")?,
         Err(_) => tracing::warn!("open API connections cut after the shutdown grace period"),
     }
+    let _ = ctl_stop_tx.send(());
+    let _ = controllers.await;
+    platform.shutdown().await;
+    if let Err(e) = store.checkpoint() {
+        tracing::warn!(error = %e, "store checkpoint on shutdown");
+    }
+    eprintln!("wisp: stopped");
     Ok(())
+}
+
+/// Holds an exclusive lock on the data dir for the life of the process, so two servers can
+/// never share a store (or stop each other's replicas).
+fn lock_data_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
+    let path = dir.join("lock");
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("opening {}", path.display()))?;
+    match f.try_lock() {
+        Ok(()) => Ok(f),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            bail!(
+                "another wisp serve is already using data dir {}",
+                dir.display()
+            )
+        }
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(e).with_context(|| format!("locking {}", path.display()))
+        }
+    }
 }
 
 fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {

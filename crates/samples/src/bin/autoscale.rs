@@ -30,11 +30,16 @@ fn main() {
             let ms = sleep?;
             let start = tokio::time::Instant::now();
             tokio::time::sleep(Duration::from_millis(ms)).await;
-            Some(format!("Slept for {:.2} milliseconds.\n", start.elapsed().as_secs_f64() * 1e3))
+            Some(format!(
+                "Slept for {:.2} milliseconds.\n",
+                start.elapsed().as_secs_f64() * 1e3
+            ))
         };
         let prime_task = async move {
             let max = prime?;
-            let p = tokio::task::spawn_blocking(move || largest_prime(max)).await.ok()?;
+            let p = tokio::task::spawn_blocking(move || largest_prime(max))
+                .await
+                .ok()?;
             Some(format!("The largest prime less than {max} is {p}.\n"))
         };
         let bloat_task = async move {

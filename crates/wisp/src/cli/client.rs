@@ -376,7 +376,9 @@ impl Client {
         tail: Option<usize>,
     ) -> Result<(usize, BufReader<Response>), ApiError> {
         let mut url = self.url(kind, Some(ns), Some(name));
-        url.path_segments_mut().expect("http URLs have a path").push("log");
+        url.path_segments_mut()
+            .expect("http URLs have a path")
+            .push("log");
         {
             let mut q = url.query_pairs_mut();
             if follow {

@@ -69,7 +69,10 @@ fn split_target(target: &str) -> anyhow::Result<(Vec<&'static ResourceKind>, &st
         Some((kind, name)) => {
             let k = super::resolve_kind(kind)?;
             if k.kind != "Service" && k.kind != "Revision" {
-                anyhow::bail!("logs are available for services and revisions, not {}", k.plural);
+                anyhow::bail!(
+                    "logs are available for services and revisions, not {}",
+                    k.plural
+                );
             }
             Ok((vec![k], name))
         }
@@ -98,7 +101,10 @@ pub fn run(args: LogsArgs) -> anyhow::Result<bool> {
         ))
         .into());
     };
-    let mut prefixer = Prefixer { always: replicas > 1, first: None };
+    let mut prefixer = Prefixer {
+        always: replicas > 1,
+        first: None,
+    };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     for raw in reader.lines() {
@@ -118,7 +124,10 @@ mod tests {
     use super::*;
 
     fn line(r: &str, l: &str) -> Line {
-        Line { replica: r.into(), line: l.into() }
+        Line {
+            replica: r.into(),
+            line: l.into(),
+        }
     }
 
     #[test]
@@ -129,7 +138,10 @@ mod tests {
         assert_eq!(one.render(&line("a-2", "z")), "[a-2] z");
         assert_eq!(one.render(&line("a-1", "w")), "[a-1] w");
 
-        let mut many = Prefixer { always: true, first: None };
+        let mut many = Prefixer {
+            always: true,
+            first: None,
+        };
         assert_eq!(many.render(&line("a-1", "x")), "[a-1] x");
     }
 

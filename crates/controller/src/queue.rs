@@ -1,0 +1,417 @@
+//! A work queue with the semantics of Kubernetes' `client-go/util/workqueue`:
+//!
+//! * **Dedupe**: a key added while it is already waiting is queued once.
+//! * **One at a time**: a key handed out by [`get`](WorkQueue::get) is not handed out again
+//!   until [`done`](WorkQueue::done); if it is added meanwhile, it is queued again right after
+//!   `done` (so a change during a reconcile is never lost, and never reconciled twice at once).
+//! * **Delays**: [`add_after`](WorkQueue::add_after) (the earliest pending time wins).
+//! * **Back-off**: [`add_rate_limited`](WorkQueue::add_rate_limited) waits
+//!   [`BASE_DELAY`] × 2^(failures−1), capped at [`MAX_DELAY`]; [`forget`](WorkQueue::forget)
+//!   resets the count after a success. Kubernetes starts at 5 ms and caps at 1000 s; wisp
+//!   starts at 10 ms (a store conflict resolves on the next read) and caps at 30 s, because
+//!   on one machine a stuck object should be retried within seconds of its cause going away.
+//!
+//! Time is `tokio::time`, so tests run with paused time.
+
+use std::{
+    collections::{HashMap, HashSet, VecDeque},
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use tokio::{sync::Notify, time::Instant};
+
+/// First retry delay of a failing key.
+pub const BASE_DELAY: Duration = Duration::from_millis(10);
+/// Longest retry delay of a failing key.
+pub const MAX_DELAY: Duration = Duration::from_secs(30);
+
+/// A cloneable handle to one queue.
+#[derive(Clone, Default)]
+pub struct WorkQueue {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for WorkQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.state();
+        f.debug_struct("WorkQueue")
+            .field("queued", &st.queue.len())
+            .field("processing", &st.processing.len())
+            .field("delayed", &st.delayed.len())
+            .finish()
+    }
+}
+
+#[derive(Default)]
+struct Inner {
+    state: Mutex<State>,
+    notify: Notify,
+}
+
+#[derive(Default)]
+struct State {
+    /// Ready keys in FIFO order; every key here is also in `dirty`.
+    queue: VecDeque<String>,
+    /// Keys that need processing (queued, or added while being processed).
+    dirty: HashSet<String>,
+    /// Keys handed out and not yet `done`.
+    processing: HashSet<String>,
+    /// Keys waiting for a time, with the earliest time asked for.
+    delayed: HashMap<String, Instant>,
+    /// Consecutive failures per key, for back-off.
+    failures: HashMap<String, u32>,
+    shut_down: bool,
+}
+
+impl State {
+    /// Returns true if the key became ready to hand out (caller should notify).
+    fn add(&mut self, key: String) -> bool {
+        if self.shut_down || self.dirty.contains(&key) {
+            return false;
+        }
+        self.dirty.insert(key.clone());
+        if self.processing.contains(&key) {
+            return false;
+        }
+        self.queue.push_back(key);
+        true
+    }
+
+    /// Moves every delayed key whose time has come into the queue; returns how many.
+    fn promote_due(&mut self, now: Instant) -> usize {
+        let due: Vec<String> = self
+            .delayed
+            .iter()
+            .filter(|(_, t)| **t <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        let mut n = 0;
+        for k in due {
+            self.delayed.remove(&k);
+            if self.add(k) {
+                n += 1;
+            }
+        }
+        n
+    }
+}
+
+impl WorkQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Queues `key` now (no-op if it is already waiting, or after shutdown).
+    pub fn add(&self, key: impl Into<String>) {
+        let ready = self.state().add(key.into());
+        if ready {
+            self.inner.notify.notify_one();
+        }
+    }
+
+    /// Queues `key` once `delay` has passed (now for a zero delay). If the key is already
+    /// waiting for an earlier time, that time stands.
+    pub fn add_after(&self, key: impl Into<String>, delay: Duration) {
+        if delay.is_zero() {
+            return self.add(key);
+        }
+        let at = Instant::now() + delay;
+        {
+            let mut st = self.state();
+            if st.shut_down {
+                return;
+            }
+            let slot = st.delayed.entry(key.into()).or_insert(at);
+            if at < *slot {
+                *slot = at;
+            }
+        }
+        // A waiting worker may be sleeping until a later deadline: wake one to re-plan.
+        self.inner.notify.notify_one();
+    }
+
+    /// Queues `key` after its back-off delay, and counts one more failure for it.
+    pub fn add_rate_limited(&self, key: impl Into<String>) {
+        let key = key.into();
+        let delay = {
+            let mut st = self.state();
+            let n = st.failures.entry(key.clone()).or_insert(0);
+            *n = n.saturating_add(1);
+            backoff(*n)
+        };
+        self.add_after(key, delay);
+    }
+
+    /// Clears the failure count of `key` (after it succeeded).
+    pub fn forget(&self, key: &str) {
+        self.state().failures.remove(key);
+    }
+
+    /// How many times in a row `key` has failed.
+    pub fn num_requeues(&self, key: &str) -> u32 {
+        self.state().failures.get(key).copied().unwrap_or(0)
+    }
+
+    /// Waits for the next ready key, or None once the queue is shut down. The key must be
+    /// given back with [`done`](Self::done).
+    pub async fn get(&self) -> Option<String> {
+        loop {
+            let notified = self.inner.notify.notified();
+            tokio::pin!(notified);
+            // Register before looking, so an add between the look and the wait is not lost.
+            notified.as_mut().enable();
+            let next_deadline = {
+                let mut st = self.state();
+                if st.shut_down {
+                    return None;
+                }
+                st.promote_due(Instant::now());
+                if let Some(key) = st.queue.pop_front() {
+                    st.dirty.remove(&key);
+                    st.processing.insert(key.clone());
+                    // Pass the baton: another worker may take the next key, or must
+                    // take over waiting for the next delayed one while we are busy.
+                    let more = !st.queue.is_empty() || !st.delayed.is_empty();
+                    drop(st);
+                    if more {
+                        self.inner.notify.notify_one();
+                    }
+                    return Some(key);
+                }
+                st.delayed.values().min().copied()
+            };
+            match next_deadline {
+                Some(at) => {
+                    tokio::select! {
+                        _ = &mut notified => {}
+                        _ = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.await,
+            }
+        }
+    }
+
+    /// Marks `key` as processed; if it was added meanwhile it is queued again.
+    pub fn done(&self, key: &str) {
+        let requeued = {
+            let mut st = self.state();
+            st.processing.remove(key);
+            if st.dirty.contains(key) && !st.shut_down {
+                st.queue.push_back(key.to_owned());
+                true
+            } else {
+                false
+            }
+        };
+        if requeued {
+            self.inner.notify.notify_one();
+        }
+    }
+
+    /// Stops handing out keys: every current and future `get` returns None; adds are ignored.
+    pub fn shutdown(&self) {
+        self.state().shut_down = true;
+        self.inner.notify.notify_waiters();
+    }
+
+    pub fn is_shut_down(&self) -> bool {
+        self.state().shut_down
+    }
+
+    /// Keys ready to be handed out now (not counting delayed or in-flight ones).
+    pub fn len(&self) -> usize {
+        self.state().queue.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// The back-off before retry number `failures` (1-based).
+pub fn backoff(failures: u32) -> Duration {
+    let exp = failures.saturating_sub(1).min(32);
+    BASE_DELAY
+        .checked_mul(1u32 << exp.min(31))
+        .map_or(MAX_DELAY, |d| d.min(MAX_DELAY))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `get` that must return at once (the key is ready).
+    async fn get_now(q: &WorkQueue) -> String {
+        tokio::time::timeout(Duration::from_millis(1), q.get())
+            .await
+            .expect("a ready key")
+            .expect("not shut down")
+    }
+
+    async fn nothing_ready(q: &WorkQueue, within: Duration) {
+        assert!(
+            tokio::time::timeout(within, q.get()).await.is_err(),
+            "expected no key within {within:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dedupes_while_queued() {
+        let q = WorkQueue::new();
+        q.add("ns/a");
+        q.add("ns/b");
+        q.add("ns/a");
+        assert_eq!(q.len(), 2);
+        assert_eq!(get_now(&q).await, "ns/a");
+        assert_eq!(get_now(&q).await, "ns/b");
+        nothing_ready(&q, Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_key_in_flight_is_not_handed_out_again_until_done() {
+        let q = WorkQueue::new();
+        q.add("ns/a");
+        let k = get_now(&q).await;
+        q.add("ns/a");
+        q.add("ns/a");
+        assert_eq!(q.len(), 0, "held back while processing");
+        nothing_ready(&q, Duration::from_secs(1)).await;
+        q.done(&k);
+        assert_eq!(get_now(&q).await, "ns/a", "re-queued once after done");
+        q.done("ns/a");
+        nothing_ready(&q, Duration::from_secs(1)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn done_without_new_add_does_not_requeue() {
+        let q = WorkQueue::new();
+        q.add("k");
+        let k = get_now(&q).await;
+        q.done(&k);
+        assert!(q.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn waiting_worker_wakes_on_add() {
+        let q = WorkQueue::new();
+        let q2 = q.clone();
+        let h = tokio::spawn(async move { q2.get().await });
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        q.add("late");
+        assert_eq!(h.await.unwrap().as_deref(), Some("late"));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn add_after_waits_and_earliest_wins() {
+        let q = WorkQueue::new();
+        q.add_after("k", Duration::from_secs(10));
+        q.add_after("k", Duration::from_secs(3));
+        q.add_after("k", Duration::from_secs(20));
+        let start = Instant::now();
+        assert_eq!(q.get().await.as_deref(), Some("k"));
+        assert_eq!(start.elapsed(), Duration::from_secs(3));
+        q.done("k");
+        nothing_ready(&q, Duration::from_secs(60)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn delayed_key_added_while_waiting_for_another_is_seen() {
+        let q = WorkQueue::new();
+        q.add_after("slow", Duration::from_secs(100));
+        let q2 = q.clone();
+        let h = tokio::spawn(async move { q2.get().await });
+        tokio::task::yield_now().await;
+        q.add_after("fast", Duration::from_secs(1));
+        assert_eq!(h.await.unwrap().as_deref(), Some("fast"));
+    }
+
+    #[test]
+    fn backoff_grows_and_caps() {
+        let cases = [
+            (1, Duration::from_millis(10)),
+            (2, Duration::from_millis(20)),
+            (3, Duration::from_millis(40)),
+            (10, Duration::from_millis(5120)),
+            (13, MAX_DELAY),
+            (100, MAX_DELAY),
+            (u32::MAX, MAX_DELAY),
+        ];
+        for (n, want) in cases {
+            assert_eq!(backoff(n), want, "failure {n}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rate_limited_backs_off_and_forget_resets() {
+        let q = WorkQueue::new();
+        for want_ms in [10u64, 20, 40] {
+            let start = Instant::now();
+            q.add_rate_limited("k");
+            assert_eq!(q.get().await.as_deref(), Some("k"));
+            assert_eq!(start.elapsed(), Duration::from_millis(want_ms));
+            q.done("k");
+        }
+        assert_eq!(q.num_requeues("k"), 3);
+        q.forget("k");
+        assert_eq!(q.num_requeues("k"), 0);
+        let start = Instant::now();
+        q.add_rate_limited("k");
+        q.get().await;
+        assert_eq!(start.elapsed(), BASE_DELAY);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn shutdown_releases_waiters_and_ignores_adds() {
+        let q = WorkQueue::new();
+        let q2 = q.clone();
+        let h = tokio::spawn(async move { q2.get().await });
+        tokio::task::yield_now().await;
+        q.shutdown();
+        assert_eq!(h.await.unwrap(), None);
+        q.add("k");
+        assert_eq!(q.get().await, None);
+        assert!(q.is_shut_down());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn concurrent_workers_never_share_a_key() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let q = WorkQueue::new();
+        let in_flight: Arc<Mutex<HashSet<String>>> = Arc::default();
+        let processed = Arc::new(AtomicUsize::new(0));
+        let mut workers = Vec::new();
+        for _ in 0..4 {
+            let (q, in_flight, processed) = (q.clone(), in_flight.clone(), processed.clone());
+            workers.push(tokio::spawn(async move {
+                while let Some(k) = q.get().await {
+                    assert!(
+                        in_flight.lock().unwrap().insert(k.clone()),
+                        "{k} twice at once"
+                    );
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                    in_flight.lock().unwrap().remove(&k);
+                    processed.fetch_add(1, Ordering::SeqCst);
+                    q.done(&k);
+                }
+            }));
+        }
+        for round in 0..20 {
+            for k in ["a", "b", "c"] {
+                q.add(k);
+            }
+            tokio::time::sleep(Duration::from_millis(if round % 2 == 0 { 1 } else { 7 })).await;
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        q.shutdown();
+        for w in workers {
+            w.await.unwrap();
+        }
+        assert!(processed.load(Ordering::SeqCst) >= 3);
+    }
+}

@@ -1,0 +1,192 @@
+//! The Revision reconciler: the bridge between stored revisions and the [`Platform`]
+//! (`wisp_runtime::Platform`). It asks the platform for the revision's desired replicas and
+//! turns the replicas the platform reports into the revision's status conditions
+//! (reference §1.3, §5). Decisions are pure functions in [`resources`].
+//!
+//! A revision that is no longer in the store has its replicas removed; the runner also
+//! queues every platform revision unknown to the store at start-up and on each resync, so
+//! leftovers of a previous run are cleaned up the same way.
+//!
+//! [`Platform`]: wisp_runtime::Platform
+
+pub mod resources;
+
+use wisp_api::{
+    kinds::{self, ResourceKind},
+    serving::Revision,
+};
+use wisp_runtime::RevisionKey;
+
+use crate::{
+    objects,
+    reconciler::{Action, Context, ReconcileError, Reconciler},
+};
+
+/// Reconciles `revisions.serving.knative.dev`.
+#[derive(Debug, Default)]
+pub struct RevisionReconciler;
+
+impl Reconciler for RevisionReconciler {
+    fn kind(&self) -> &'static ResourceKind {
+        &kinds::REVISION
+    }
+
+    fn reconcile(
+        &self,
+        ctx: &Context,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Action, ReconcileError> {
+        let key = RevisionKey::new(namespace, name);
+        let rev = match objects::get::<Revision>(&ctx.store, namespace, name)? {
+            Some(rev) if rev.metadata.deletion_timestamp.is_none() => rev,
+            _ => {
+                ctx.platform.remove(&key);
+                return Ok(Action::Done);
+            }
+        };
+        let now = (ctx.clock)();
+
+        // The seam for the autoscaler: it will supply the PodAutoscaler's desired scale.
+        let desired = resources::desired_scale(&rev, &ctx.config.autoscaler);
+        let spec = resources::replica_spec(&rev, &ctx.config)
+            .ok_or_else(|| ReconcileError::Other(format!("revision {key} has no container")))?;
+        ctx.platform.scale(&spec, desired);
+
+        let replicas = ctx.platform.replicas(&key);
+        let deadline = resources::progress_deadline(&rev, &ctx.config);
+        let (status, requeue) = resources::compute_status(&rev, &replicas, desired, deadline, now);
+        if rev.status.as_ref() != Some(&status) {
+            let mut updated = rev;
+            updated.status = Some(status);
+            objects::update_status(&ctx.store, &updated)?;
+        }
+        Ok(requeue.map_or(Action::Done, Action::RequeueAfter))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        conditions::{self, READY},
+        testing::{self, PlatformCall, crashed_replica, replica},
+    };
+    use std::time::Duration;
+    use wisp_runtime::ReplicaPhase;
+
+    fn setup() -> (Context, std::sync::Arc<testing::FakePlatform>, RevisionKey) {
+        let (ctx, platform) = testing::test_context();
+        let mut rev = testing::revision("default", "hello-00001", "hello", 1);
+        rev.metadata
+            .annotations
+            .insert("autoscaling.knative.dev/initial-scale".into(), "2".into());
+        testing::insert(&ctx, &rev);
+        (ctx, platform, RevisionKey::new("default", "hello-00001"))
+    }
+
+    fn ready_of(ctx: &Context) -> (wisp_api::meta::ConditionStatus, String) {
+        let rev: Revision = testing::fetch(ctx, "default", "hello-00001");
+        let st = rev.status.unwrap();
+        let c = st.status.condition(READY).unwrap();
+        (c.status, c.reason.clone())
+    }
+
+    #[test]
+    fn scales_and_follows_replicas() {
+        use wisp_api::meta::ConditionStatus::*;
+        let (ctx, platform, key) = setup();
+        let action = RevisionReconciler
+            .reconcile(&ctx, "default", "hello-00001")
+            .unwrap();
+        assert_eq!(action, Action::RequeueAfter(Duration::from_secs(600)));
+        assert_eq!(platform.scale_of(&key), Some(2));
+        let spec = platform.spec_of(&key).unwrap();
+        assert_eq!(spec.configuration, "hello");
+        assert_eq!(ready_of(&ctx), (Unknown, "Deploying".into()));
+
+        platform.set_replicas(
+            &key,
+            vec![
+                replica("a", ReplicaPhase::Ready),
+                replica("b", ReplicaPhase::Starting),
+            ],
+        );
+        assert_eq!(
+            RevisionReconciler
+                .reconcile(&ctx, "default", "hello-00001")
+                .unwrap(),
+            Action::Done
+        );
+        assert_eq!(ready_of(&ctx), (True, String::new()));
+        let rev: Revision = testing::fetch(&ctx, "default", "hello-00001");
+        let st = rev.status.unwrap();
+        assert_eq!(
+            (st.actual_replicas, st.desired_replicas),
+            (Some(1), Some(2))
+        );
+        assert!(conditions::is_true(&st.status, "Active"));
+
+        // Nothing changed: no write.
+        let rv = ctx.store.current_revision();
+        RevisionReconciler
+            .reconcile(&ctx, "default", "hello-00001")
+            .unwrap();
+        assert_eq!(ctx.store.current_revision(), rv);
+
+        platform.set_replicas(
+            &key,
+            vec![
+                crashed_replica("a", 1, "boom"),
+                crashed_replica("b", 1, "boom"),
+            ],
+        );
+        RevisionReconciler
+            .reconcile(&ctx, "default", "hello-00001")
+            .unwrap();
+        assert_eq!(ready_of(&ctx), (False, "ExitCode1".into()));
+    }
+
+    #[test]
+    fn deleted_revision_is_removed_from_the_platform() {
+        let (ctx, platform, key) = setup();
+        RevisionReconciler
+            .reconcile(&ctx, "default", "hello-00001")
+            .unwrap();
+        objects::delete::<Revision>(&ctx.store, "default", "hello-00001", None).unwrap();
+        platform.take_calls();
+        assert_eq!(
+            RevisionReconciler
+                .reconcile(&ctx, "default", "hello-00001")
+                .unwrap(),
+            Action::Done
+        );
+        assert_eq!(platform.calls(), [PlatformCall::Remove(key.clone())]);
+        assert_eq!(platform.scale_of(&key), None);
+    }
+
+    #[test]
+    fn progress_deadline_fires_without_events() {
+        fn two_hours_later() -> chrono::DateTime<chrono::Utc> {
+            testing::test_clock() + chrono::Duration::hours(2)
+        }
+        let (mut ctx, _platform, _) = setup();
+        RevisionReconciler
+            .reconcile(&ctx, "default", "hello-00001")
+            .unwrap();
+        ctx.clock = two_hours_later;
+        assert_eq!(
+            RevisionReconciler
+                .reconcile(&ctx, "default", "hello-00001")
+                .unwrap(),
+            Action::Done
+        );
+        assert_eq!(
+            ready_of(&ctx),
+            (
+                wisp_api::meta::ConditionStatus::False,
+                "ProgressDeadlineExceeded".into()
+            )
+        );
+    }
+}

@@ -1,0 +1,640 @@
+//! Pure functions of the Revision reconciler: how many replicas a revision should have,
+//! what the platform needs to run them, and the revision status implied by the replicas
+//! the platform reports (reference §1.3, §3.1, §5, §6.1, §9.5 step 0).
+
+use std::{collections::BTreeMap, time::Duration};
+
+use chrono::{DateTime, Utc};
+use wisp_api::{
+    config::{AutoscalerConfig, Config},
+    duration::GoDuration,
+    meta::{ConditionStatus, Status},
+    serving::{Container, Revision, RevisionStatus},
+};
+use wisp_runtime::{ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
+
+use crate::{
+    conditions::{self, READY},
+    names::{annotation, label},
+};
+
+pub const RESOURCES_AVAILABLE: &str = "ResourcesAvailable";
+pub const CONTAINER_HEALTHY: &str = "ContainerHealthy";
+/// Whether the revision is receiving traffic; not part of Ready.
+pub const ACTIVE: &str = "Active";
+/// Ready's dependents, in Knative's order.
+pub const DEPENDENTS: [&str; 2] = [RESOURCES_AVAILABLE, CONTAINER_HEALTHY];
+
+pub const DEPLOYING: &str = "Deploying";
+pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
+pub const PROGRESS_DEADLINE_MESSAGE: &str = "Initial scale was never achieved";
+pub const NO_TRAFFIC: &str = "NoTraffic";
+pub const NO_TRAFFIC_MESSAGE: &str = "The target is not receiving traffic.";
+pub const QUEUED: &str = "Queued";
+pub const QUEUED_MESSAGE: &str =
+    "Requests to the target are being buffered as resources are provisioned.";
+
+/// Annotation keys with their legacy aliases, in priority order.
+const INITIAL_SCALE: [&str; 2] = [
+    "autoscaling.knative.dev/initial-scale",
+    "autoscaling.knative.dev/initialScale",
+];
+const MIN_SCALE: [&str; 2] = [
+    "autoscaling.knative.dev/min-scale",
+    "autoscaling.knative.dev/minScale",
+];
+const MAX_SCALE: [&str; 2] = [
+    "autoscaling.knative.dev/max-scale",
+    "autoscaling.knative.dev/maxScale",
+];
+
+/// The first of `keys` present in `annotations` that parses as an integer.
+fn annotation_i32(annotations: &BTreeMap<String, String>, keys: &[&str]) -> Option<i32> {
+    keys.iter()
+        .find_map(|k| annotations.get(*k))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The replicas a revision should have now.
+///
+/// This is the seam the autoscaler will replace: until there is a PodAutoscaler, a
+/// revision runs at its initial scale (annotation, else `config-autoscaler`), raised to its
+/// min-scale and capped at its max-scale (0 = no cap), like a fresh Knative Deployment.
+pub fn desired_scale(rev: &Revision, cfg: &AutoscalerConfig) -> u32 {
+    let a = &rev.metadata.annotations;
+    let initial = annotation_i32(a, &INITIAL_SCALE).unwrap_or(cfg.initial_scale);
+    let min = annotation_i32(a, &MIN_SCALE).unwrap_or(cfg.min_scale);
+    let max = annotation_i32(a, &MAX_SCALE).unwrap_or(cfg.max_scale);
+    let mut n = initial.max(min).max(0);
+    if max > 0 {
+        n = n.min(max);
+    }
+    n.unsigned_abs()
+}
+
+/// The revision's progress deadline: its annotation, else `config-deployment`.
+pub fn progress_deadline(rev: &Revision, cfg: &Config) -> Duration {
+    rev.metadata
+        .annotations
+        .get(annotation::PROGRESS_DEADLINE)
+        .and_then(|v| GoDuration::parse(v).ok())
+        .and_then(GoDuration::to_std)
+        .or_else(|| cfg.deployment.progress_deadline.to_std())
+        .unwrap_or(Duration::from_secs(600))
+}
+
+/// The serving container: the one declaring a port, else the first.
+pub fn serving_container(rev: &Revision) -> Option<&Container> {
+    let containers = &rev.spec.pod.containers;
+    containers
+        .iter()
+        .find(|c| !c.ports.is_empty())
+        .or_else(|| containers.first())
+}
+
+/// What the platform needs to run the revision; None if it has no container.
+pub fn replica_spec(rev: &Revision, cfg: &Config) -> Option<ReplicaSpec> {
+    let m = &rev.metadata;
+    let timeout = rev
+        .spec
+        .timeout_seconds
+        .filter(|t| *t > 0)
+        .unwrap_or(cfg.defaults.revision_timeout_seconds);
+    Some(ReplicaSpec {
+        key: RevisionKey::new(&m.namespace, &m.name),
+        uid: m.uid.clone(),
+        configuration: m
+            .labels
+            .get(label::CONFIGURATION)
+            .cloned()
+            .unwrap_or_default(),
+        service: m.labels.get(label::SERVICE).cloned().unwrap_or_default(),
+        container: serving_container(rev)?.clone(),
+        grace_period: Duration::from_secs(timeout.max(0).unsigned_abs()),
+    })
+}
+
+/// Knative's `ExitCode<N>` reason and `Container failed with: …` message for an exit.
+fn exit_condition(exit: &wisp_runtime::ExitInfo) -> (String, String) {
+    // Kubernetes reports a death by signal as exit code 128 + signal.
+    let code = exit.code.or(exit.signal.map(|s| 128 + s)).unwrap_or(0);
+    let message = if code == 0 && exit.message.is_empty() {
+        "container exited with no error"
+    } else {
+        exit.message.as_str()
+    };
+    (
+        format!("ExitCode{code}"),
+        format!("Container failed with: {message}"),
+    )
+}
+
+fn parse_time(s: Option<&str>) -> Option<DateTime<Utc>> {
+    s.and_then(|s| DateTime::parse_from_rfc3339(s).ok())
+        .map(|t| t.with_timezone(&Utc))
+}
+
+type Cond = (ConditionStatus, String, String);
+
+fn cond(cs: ConditionStatus, reason: &str, message: &str) -> Cond {
+    (cs, reason.to_owned(), message.to_owned())
+}
+
+/// The revision status implied by the platform's replicas, and how long until it should
+/// be looked at again without any event (the progress deadline), if at all.
+///
+/// Starts from the current status so that transition times survive; each condition is
+/// set exactly once with its final value.
+pub fn compute_status(
+    rev: &Revision,
+    replicas: &[ReplicaStatus],
+    desired: u32,
+    deadline: Duration,
+    now: DateTime<Utc>,
+) -> (RevisionStatus, Option<Duration>) {
+    let mut st = rev.status.clone().unwrap_or_default();
+    let old = st.status.clone();
+    let ready_count = replicas
+        .iter()
+        .filter(|r| r.phase == ReplicaPhase::Ready)
+        .count();
+    let was = |t: &str| old.condition(t).map(|c| c.status);
+    // Once healthy, a container stays healthy until it is seen failing (Knative).
+    let healthy_or_unknown = || {
+        if was(CONTAINER_HEALTHY) == Some(ConditionStatus::True) {
+            cond(ConditionStatus::True, "", "")
+        } else {
+            cond(ConditionStatus::Unknown, "", "")
+        }
+    };
+    let mut requeue = None;
+
+    let (resources, health): (Cond, Cond) =
+        if let Some(f) = replicas.iter().find_map(|r| r.failure.as_ref()) {
+            let c = cond(ConditionStatus::False, &f.reason, &f.message);
+            (c.clone(), c)
+        } else if ready_count >= 1 || desired == 0 {
+            (
+                cond(ConditionStatus::True, "", ""),
+                cond(ConditionStatus::True, "", ""),
+            )
+        } else if let Some(exit) = replicas
+            .iter()
+            .filter(|r| r.phase != ReplicaPhase::Terminating)
+            .find_map(|r| r.last_exit.as_ref())
+        {
+            let (reason, message) = exit_condition(exit);
+            let resources = match old.condition(RESOURCES_AVAILABLE) {
+                Some(c) if c.status != ConditionStatus::True => {
+                    (c.status, c.reason.clone(), c.message.clone())
+                }
+                _ => cond(ConditionStatus::Unknown, DEPLOYING, ""),
+            };
+            (resources, cond(ConditionStatus::False, &reason, &message))
+        } else {
+            // Waiting for replicas: since creation, or since the revision last stopped being
+            // available (a scale-up from zero, replicas lost), whichever is later.
+            let created = parse_time(rev.metadata.creation_timestamp.as_deref());
+            let since = match old.condition(RESOURCES_AVAILABLE) {
+                None => created.unwrap_or(now),
+                Some(c) if c.status == ConditionStatus::Unknown => created
+                    .max(parse_time(c.last_transition_time.as_deref()))
+                    .unwrap_or(now),
+                // It was available (or failed for another reason): the wait starts now.
+                Some(_) => now,
+            };
+            let waited = (now - since).to_std().unwrap_or_default();
+            let already_exceeded = old
+                .condition(RESOURCES_AVAILABLE)
+                .is_some_and(|c| c.reason == PROGRESS_DEADLINE_EXCEEDED);
+            if waited >= deadline || already_exceeded {
+                (
+                    cond(
+                        ConditionStatus::False,
+                        PROGRESS_DEADLINE_EXCEEDED,
+                        PROGRESS_DEADLINE_MESSAGE,
+                    ),
+                    healthy_or_unknown(),
+                )
+            } else {
+                requeue = Some(deadline - waited);
+                (
+                    cond(ConditionStatus::Unknown, DEPLOYING, ""),
+                    healthy_or_unknown(),
+                )
+            }
+        };
+
+    let active = if ready_count >= 1 {
+        cond(ConditionStatus::True, "", "")
+    } else if desired == 0 {
+        cond(ConditionStatus::False, NO_TRAFFIC, NO_TRAFFIC_MESSAGE)
+    } else {
+        cond(ConditionStatus::Unknown, QUEUED, QUEUED_MESSAGE)
+    };
+
+    let s: &mut Status = &mut st.status;
+    for (t, (cs, reason, message)) in [
+        (RESOURCES_AVAILABLE, resources),
+        (CONTAINER_HEALTHY, health),
+        (ACTIVE, active),
+    ] {
+        conditions::set(s, t, cs, &reason, &message, now);
+    }
+    let (cs, reason, message) = conditions::ready_from(s, &DEPENDENTS);
+    conditions::set(s, READY, cs, &reason, &message, now);
+    s.observed_generation = rev.metadata.generation;
+    st.actual_replicas = Some(i32::try_from(ready_count).unwrap_or(i32::MAX));
+    st.desired_replicas = Some(i32::try_from(desired).unwrap_or(i32::MAX));
+    (st, requeue)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{self, crashed_replica, failed_replica, replica, test_clock};
+    use ConditionStatus::{False, True, Unknown};
+    use wisp_runtime::ExitInfo;
+
+    fn rev_with(annotations: &[(&str, &str)]) -> Revision {
+        let mut r = testing::revision("ns", "hello-00001", "hello", 1);
+        r.metadata.generation = 1;
+        r.metadata.creation_timestamp = Some(testing::TEST_NOW.into());
+        for (k, v) in annotations {
+            r.metadata.annotations.insert(k.to_string(), v.to_string());
+        }
+        r
+    }
+
+    #[test]
+    fn desired_scale_table() {
+        let as_cfg = |initial, min, max| AutoscalerConfig {
+            initial_scale: initial,
+            min_scale: min,
+            max_scale: max,
+            ..Default::default()
+        };
+        type Annotations = &'static [(&'static str, &'static str)];
+        let cases: [(&str, Annotations, AutoscalerConfig, u32); 9] = [
+            ("config default", &[], AutoscalerConfig::default(), 1),
+            (
+                "annotation initial",
+                &[("autoscaling.knative.dev/initial-scale", "3")],
+                as_cfg(1, 0, 0),
+                3,
+            ),
+            (
+                "legacy initial",
+                &[("autoscaling.knative.dev/initialScale", "2")],
+                as_cfg(1, 0, 0),
+                2,
+            ),
+            (
+                "current key wins over legacy",
+                &[
+                    ("autoscaling.knative.dev/initial-scale", "4"),
+                    ("autoscaling.knative.dev/initialScale", "2"),
+                ],
+                as_cfg(1, 0, 0),
+                4,
+            ),
+            (
+                "zero initial",
+                &[("autoscaling.knative.dev/initial-scale", "0")],
+                as_cfg(1, 0, 0),
+                0,
+            ),
+            (
+                "raised to min annotation",
+                &[("autoscaling.knative.dev/min-scale", "5")],
+                as_cfg(1, 0, 0),
+                5,
+            ),
+            ("raised to config min", &[], as_cfg(1, 2, 0), 2),
+            (
+                "capped at max",
+                &[
+                    ("autoscaling.knative.dev/initial-scale", "10"),
+                    ("autoscaling.knative.dev/maxScale", "3"),
+                ],
+                as_cfg(1, 0, 0),
+                3,
+            ),
+            ("config max caps", &[], as_cfg(7, 0, 4), 4),
+        ];
+        for (what, annotations, cfg, want) in cases {
+            assert_eq!(desired_scale(&rev_with(annotations), &cfg), want, "{what}");
+        }
+    }
+
+    #[test]
+    fn progress_deadline_from_annotation_or_config() {
+        let cfg = Config::default();
+        assert_eq!(
+            progress_deadline(&rev_with(&[]), &cfg),
+            Duration::from_secs(600)
+        );
+        let r = rev_with(&[(annotation::PROGRESS_DEADLINE, "90s")]);
+        assert_eq!(progress_deadline(&r, &cfg), Duration::from_secs(90));
+    }
+
+    #[test]
+    fn replica_spec_from_revision() {
+        let mut r = rev_with(&[]);
+        r.metadata.uid = "rev-uid".into();
+        r.metadata
+            .labels
+            .insert(label::SERVICE.into(), "svc".into());
+        let sidecar = Container {
+            name: "sidecar".into(),
+            ..Default::default()
+        };
+        r.spec.pod.containers.insert(0, sidecar);
+        r.spec.timeout_seconds = None;
+        let spec = replica_spec(&r, &Config::default()).unwrap();
+        assert_eq!(spec.key, RevisionKey::new("ns", "hello-00001"));
+        assert_eq!(spec.uid, "rev-uid");
+        assert_eq!(spec.configuration, "hello");
+        assert_eq!(spec.service, "svc");
+        assert_eq!(
+            spec.container.name, "user-container",
+            "the container with a port serves"
+        );
+        assert_eq!(spec.grace_period, Duration::from_secs(300));
+        r.spec.timeout_seconds = Some(30);
+        r.metadata.labels.remove(label::SERVICE);
+        let spec = replica_spec(&r, &Config::default()).unwrap();
+        assert_eq!(
+            (spec.grace_period, spec.service.as_str()),
+            (Duration::from_secs(30), "")
+        );
+        r.spec.pod.containers.clear();
+        assert!(replica_spec(&r, &Config::default()).is_none());
+    }
+
+    fn signalled(name: &str, signal: i32) -> ReplicaStatus {
+        ReplicaStatus {
+            last_exit: Some(ExitInfo {
+                code: None,
+                signal: Some(signal),
+                message: "killed".into(),
+            }),
+            ..replica(name, ReplicaPhase::BackOff)
+        }
+    }
+
+    type Want = (ConditionStatus, &'static str, &'static str);
+
+    #[test]
+    fn status_table() {
+        struct Case {
+            what: &'static str,
+            replicas: Vec<ReplicaStatus>,
+            desired: u32,
+            /// Seconds since creation.
+            age: i64,
+            ready: Want,
+            resources: Want,
+            healthy: Want,
+            active: Want,
+            requeue: Option<u64>,
+        }
+        let t = (True, "", "");
+        let deploying = (Unknown, DEPLOYING, "");
+        let queued = (Unknown, QUEUED, QUEUED_MESSAGE);
+        let cases = vec![
+            Case {
+                what: "no replicas yet",
+                replicas: vec![],
+                desired: 1,
+                age: 10,
+                ready: deploying,
+                resources: deploying,
+                healthy: (Unknown, "", ""),
+                active: queued,
+                requeue: Some(590),
+            },
+            Case {
+                what: "starting",
+                replicas: vec![replica("r1", ReplicaPhase::Starting)],
+                desired: 1,
+                age: 0,
+                ready: deploying,
+                resources: deploying,
+                healthy: (Unknown, "", ""),
+                active: queued,
+                requeue: Some(600),
+            },
+            Case {
+                what: "one ready",
+                replicas: vec![
+                    replica("r1", ReplicaPhase::Ready),
+                    replica("r2", ReplicaPhase::Starting),
+                ],
+                desired: 2,
+                age: 5,
+                ready: t,
+                resources: t,
+                healthy: t,
+                active: t,
+                requeue: None,
+            },
+            Case {
+                what: "scaled to zero",
+                replicas: vec![],
+                desired: 0,
+                age: 5000,
+                ready: t,
+                resources: t,
+                healthy: t,
+                active: (False, NO_TRAFFIC, NO_TRAFFIC_MESSAGE),
+                requeue: None,
+            },
+            Case {
+                what: "platform cannot run it",
+                replicas: vec![failed_replica("r1", "ImageNotSupported", "no command")],
+                desired: 1,
+                age: 1,
+                ready: (False, "ImageNotSupported", "no command"),
+                resources: (False, "ImageNotSupported", "no command"),
+                healthy: (False, "ImageNotSupported", "no command"),
+                active: queued,
+                requeue: None,
+            },
+            Case {
+                what: "crashing",
+                replicas: vec![crashed_replica("r1", 3, "panic: boom")],
+                desired: 1,
+                age: 20,
+                ready: (False, "ExitCode3", "Container failed with: panic: boom"),
+                resources: deploying,
+                healthy: (False, "ExitCode3", "Container failed with: panic: boom"),
+                active: queued,
+                requeue: None,
+            },
+            Case {
+                what: "exited cleanly",
+                replicas: vec![crashed_replica("r1", 0, "")],
+                desired: 1,
+                age: 20,
+                ready: (
+                    False,
+                    "ExitCode0",
+                    "Container failed with: container exited with no error",
+                ),
+                resources: deploying,
+                healthy: (
+                    False,
+                    "ExitCode0",
+                    "Container failed with: container exited with no error",
+                ),
+                active: queued,
+                requeue: None,
+            },
+            Case {
+                what: "killed by a signal",
+                replicas: vec![signalled("r1", 9)],
+                desired: 1,
+                age: 20,
+                ready: (False, "ExitCode137", "Container failed with: killed"),
+                resources: deploying,
+                healthy: (False, "ExitCode137", "Container failed with: killed"),
+                active: queued,
+                requeue: None,
+            },
+            Case {
+                what: "deadline exceeded",
+                replicas: vec![replica("r1", ReplicaPhase::Starting)],
+                desired: 1,
+                age: 600,
+                ready: (False, PROGRESS_DEADLINE_EXCEEDED, PROGRESS_DEADLINE_MESSAGE),
+                resources: (False, PROGRESS_DEADLINE_EXCEEDED, PROGRESS_DEADLINE_MESSAGE),
+                healthy: (Unknown, "", ""),
+                active: queued,
+                requeue: None,
+            },
+        ];
+        for c in cases {
+            let r = rev_with(&[]);
+            let now = test_clock() + chrono::Duration::seconds(c.age);
+            let (st, requeue) =
+                compute_status(&r, &c.replicas, c.desired, Duration::from_secs(600), now);
+            let get = |t: &str| {
+                let x = st
+                    .status
+                    .condition(t)
+                    .unwrap_or_else(|| panic!("{}: no {t}", c.what));
+                (x.status, x.reason.as_str(), x.message.as_str())
+            };
+            assert_eq!(get(READY), c.ready, "{}: Ready", c.what);
+            assert_eq!(
+                get(RESOURCES_AVAILABLE),
+                c.resources,
+                "{}: ResourcesAvailable",
+                c.what
+            );
+            assert_eq!(
+                get(CONTAINER_HEALTHY),
+                c.healthy,
+                "{}: ContainerHealthy",
+                c.what
+            );
+            assert_eq!(get(ACTIVE), c.active, "{}: Active", c.what);
+            assert_eq!(
+                requeue,
+                c.requeue.map(Duration::from_secs),
+                "{}: requeue",
+                c.what
+            );
+            let ready_n = c
+                .replicas
+                .iter()
+                .filter(|r| r.phase == ReplicaPhase::Ready)
+                .count() as i32;
+            assert_eq!(st.actual_replicas, Some(ready_n), "{}", c.what);
+            assert_eq!(st.desired_replicas, Some(c.desired as i32), "{}", c.what);
+            assert_eq!(st.status.observed_generation, 1, "{}", c.what);
+        }
+    }
+
+    #[test]
+    fn crash_after_ready_fails_the_revision() {
+        let mut r = rev_with(&[]);
+        let ready = [replica("r1", ReplicaPhase::Ready)];
+        let (st, _) = compute_status(&r, &ready, 1, Duration::from_secs(600), test_clock());
+        r.status = Some(st);
+        let later = test_clock() + chrono::Duration::hours(2);
+        let (st, requeue) = compute_status(
+            &r,
+            &[crashed_replica("r1", 1, "oops")],
+            1,
+            Duration::from_secs(600),
+            later,
+        );
+        let ready = st.status.condition(READY).unwrap();
+        assert_eq!((ready.status, ready.reason.as_str()), (False, "ExitCode1"));
+        assert_eq!(requeue, None);
+    }
+
+    #[test]
+    fn losing_replicas_after_ready_restarts_the_deadline() {
+        let mut r = rev_with(&[]);
+        let (st, _) = compute_status(
+            &r,
+            &[replica("r1", ReplicaPhase::Ready)],
+            1,
+            Duration::from_secs(600),
+            test_clock(),
+        );
+        r.status = Some(st);
+        // Two hours later the only replica is not ready (no crash): Deploying, not
+        // ProgressDeadlineExceeded, with a fresh deadline.
+        let later = test_clock() + chrono::Duration::hours(2);
+        let (st, requeue) = compute_status(
+            &r,
+            &[replica("r1", ReplicaPhase::NotReady)],
+            1,
+            Duration::from_secs(600),
+            later,
+        );
+        let ra = st.status.condition(RESOURCES_AVAILABLE).unwrap();
+        assert_eq!((ra.status, ra.reason.as_str()), (Unknown, DEPLOYING));
+        assert_eq!(requeue, Some(Duration::from_secs(600)));
+        assert!(
+            conditions::is_true(&st.status, CONTAINER_HEALTHY),
+            "stays healthy"
+        );
+        // ... and the deadline fires 600 s after that transition.
+        r.status = Some(st);
+        let (st, requeue) = compute_status(
+            &r,
+            &[replica("r1", ReplicaPhase::NotReady)],
+            1,
+            Duration::from_secs(600),
+            later + chrono::Duration::seconds(600),
+        );
+        assert!(conditions::is_false(&st.status, READY));
+        assert_eq!(requeue, None);
+    }
+
+    #[test]
+    fn recomputing_changes_nothing() {
+        for replicas in [
+            vec![],
+            vec![replica("r1", ReplicaPhase::Ready)],
+            vec![crashed_replica("r1", 2, "x")],
+        ] {
+            let mut r = rev_with(&[]);
+            let (st, _) = compute_status(&r, &replicas, 1, Duration::from_secs(600), test_clock());
+            r.status = Some(st.clone());
+            let (again, _) = compute_status(
+                &r,
+                &replicas,
+                1,
+                Duration::from_secs(600),
+                test_clock() + chrono::Duration::seconds(5),
+            );
+            assert_eq!(st, again);
+        }
+    }
+}

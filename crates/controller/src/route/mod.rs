@@ -1,0 +1,175 @@
+//! The Route reconciler (Knative `pkg/reconciler/route`): resolves a Route's traffic to
+//! revisions, names its hosts, and publishes them in the routing table the ingress reads
+//! (`ctx.routing`), in place of Knative's KIngress and placeholder Services.
+//!
+//! Writes: the Route's status, and its entries in `ctx.routing` (removed when the Route is
+//! gone). When some target cannot be routed the previously published entries stay, so a
+//! bad update never takes a working route down (§10).
+//!
+//! Not yet: gradual rollout (`rollout-duration`), TLS certificates, per-tag visibility.
+
+pub mod resources;
+
+use std::{collections::BTreeMap, sync::Arc};
+
+use wisp_api::{
+    kinds::{self, ResourceKind},
+    serving::{Configuration, Revision, Route},
+};
+
+use self::resources::Outcome;
+use crate::{
+    names::label,
+    objects,
+    reconciler::{Action, Context, ReconcileError, Reconciler},
+    routing::{HostRoute, RoutingTable},
+};
+
+/// Reconciles `routes.serving.knative.dev`.
+#[derive(Debug, Default)]
+pub struct RouteReconciler;
+
+impl Reconciler for RouteReconciler {
+    fn kind(&self) -> &'static ResourceKind {
+        &kinds::ROUTE
+    }
+
+    fn reconcile(
+        &self,
+        ctx: &Context,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Action, ReconcileError> {
+        let route = objects::get::<Route>(&ctx.store, namespace, name)?;
+        let Some(route) = route.filter(|r| r.metadata.deletion_timestamp.is_none()) else {
+            publish(ctx, namespace, name, &BTreeMap::new());
+            return Ok(Action::Done);
+        };
+        let cfg = &ctx.config;
+        let outcome = match resources::hosts(&route, resources::spec_tags(&route), cfg) {
+            Err(msg) => Outcome::BadHosts(msg),
+            Ok(hosts) => {
+                let (configurations, revisions) = referenced(ctx, &route)?;
+                match resources::resolve(&route, &configurations, &revisions) {
+                    Err(e) => Outcome::Unresolved(hosts, e),
+                    Ok(traffic) => {
+                        let traffic = resources::status_traffic(traffic, &hosts, cfg);
+                        let entries = resources::host_routes(&route, &hosts, &traffic);
+                        publish(ctx, namespace, name, &entries);
+                        Outcome::Published(hosts, traffic)
+                    }
+                }
+            }
+        };
+        let status = resources::status(&route, &outcome, cfg, (ctx.clock)());
+        if route.status.as_ref() != Some(&status) {
+            let mut updated = route;
+            updated.status = Some(status);
+            objects::update_status(&ctx.store, &updated)?;
+        }
+        Ok(Action::Done)
+    }
+
+    /// Routes to re-resolve when a Configuration or Revision changes: those whose spec
+    /// traffic names it, or (for a revision) names its configuration.
+    fn watches(
+        &self,
+        ctx: &Context,
+        event_kind: &ResourceKind,
+        obj: &serde_json::Value,
+    ) -> Vec<(String, String)> {
+        routes_referencing(ctx, event_kind, obj)
+    }
+}
+
+/// The routes of the event object's namespace whose spec traffic references it: a
+/// Configuration by name; a Revision by name or through its configuration label.
+pub(crate) fn routes_referencing(
+    ctx: &Context,
+    event_kind: &ResourceKind,
+    obj: &serde_json::Value,
+) -> Vec<(String, String)> {
+    let meta = &obj["metadata"];
+    let (Some(ns), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str()) else {
+        return Vec::new();
+    };
+    let (cfg, rev) = if *event_kind == kinds::CONFIGURATION {
+        (Some(name), None)
+    } else if *event_kind == kinds::REVISION {
+        (meta["labels"][label::CONFIGURATION].as_str(), Some(name))
+    } else {
+        return Vec::new();
+    };
+    let Ok(routes) = objects::list::<Route>(&ctx.store, Some(ns), None) else {
+        return Vec::new();
+    };
+    routes
+        .into_iter()
+        .filter(|r| resources::references(r, cfg, rev))
+        .map(|r| (r.metadata.namespace, r.metadata.name))
+        .collect()
+}
+
+/// Objects of one namespace by name.
+type ByName<T> = BTreeMap<String, T>;
+
+/// The configurations and revisions the route's traffic can resolve to, by name: every
+/// named configuration and revision, and each configuration's latest ready revision.
+fn referenced(
+    ctx: &Context,
+    route: &Route,
+) -> Result<(ByName<Configuration>, ByName<Revision>), ReconcileError> {
+    let ns = &route.metadata.namespace;
+    let mut configurations = BTreeMap::new();
+    let mut revisions = BTreeMap::new();
+    let want_revision =
+        |name: &str, revisions: &mut BTreeMap<String, Revision>| -> Result<(), ReconcileError> {
+            if !name.is_empty()
+                && !revisions.contains_key(name)
+                && let Some(rev) = objects::get::<Revision>(&ctx.store, ns, name)?
+            {
+                revisions.insert(name.to_owned(), rev);
+            }
+            Ok(())
+        };
+    for t in &route.spec.traffic {
+        want_revision(&t.revision_name, &mut revisions)?;
+        let c = &t.configuration_name;
+        if !c.is_empty()
+            && !configurations.contains_key(c)
+            && let Some(cfg) = objects::get::<Configuration>(&ctx.store, ns, c)?
+        {
+            let latest = cfg
+                .status
+                .as_ref()
+                .map(|s| s.latest_ready_revision_name.clone())
+                .unwrap_or_default();
+            want_revision(&latest, &mut revisions)?;
+            configurations.insert(c.clone(), cfg);
+        }
+    }
+    Ok((configurations, revisions))
+}
+
+/// Replaces the route's hosts in the routing table. `rcu` retries on a concurrent swap, so
+/// two routes reconciled at once never lose each other's entries.
+fn publish(ctx: &Context, namespace: &str, name: &str, entries: &BTreeMap<String, HostRoute>) {
+    let unchanged = |t: &RoutingTable| {
+        let mine = t
+            .hosts
+            .iter()
+            .filter(|(_, h)| h.namespace == namespace && h.route == name);
+        mine.clone().count() == entries.len()
+            && mine
+                .zip(entries)
+                .all(|((ha, a), (hb, b))| ha == hb && a == b)
+    };
+    if unchanged(&ctx.routing.load()) {
+        return;
+    }
+    ctx.routing
+        .rcu(|old| Arc::new(resources::replace_route(old, namespace, name, entries)));
+}
+
+#[cfg(test)]
+mod tests;

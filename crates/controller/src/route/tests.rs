@@ -1,0 +1,226 @@
+//! Route reconciler against an in-memory store and routing table.
+
+use wisp_api::{
+    kinds,
+    meta::{ConditionStatus, Status},
+    serving::{Configuration, ConfigurationStatus, Revision, Route, TrafficTarget},
+};
+
+use super::{RouteReconciler, resources};
+use crate::{
+    conditions::{self, READY},
+    objects,
+    reconciler::{Context, Reconciler},
+    testing::{self, test_clock},
+};
+
+fn ready_revision(ctx: &Context, name: &str) -> Revision {
+    let rev = testing::insert(ctx, &testing::revision("default", name, "hello", 1));
+    let mut r = rev.clone();
+    testing::set_revision_ready(&mut r, ConditionStatus::True, "", "");
+    objects::update_status(&ctx.store, &r).unwrap()
+}
+
+fn set_latest_ready(ctx: &Context, name: &str) {
+    let mut cfg: Configuration = testing::fetch(ctx, "default", "hello");
+    let mut st = Status {
+        observed_generation: 1,
+        ..Default::default()
+    };
+    conditions::set(&mut st, READY, ConditionStatus::True, "", "", test_clock());
+    cfg.status = Some(ConfigurationStatus {
+        status: st,
+        latest_created_revision_name: name.into(),
+        latest_ready_revision_name: name.into(),
+    });
+    objects::update_status(&ctx.store, &cfg).unwrap();
+}
+
+fn latest(percent: i64) -> TrafficTarget {
+    TrafficTarget {
+        configuration_name: "hello".into(),
+        latest_revision: Some(true),
+        percent: Some(percent),
+        ..Default::default()
+    }
+}
+
+fn pinned(tag: &str, rev: &str, percent: i64) -> TrafficTarget {
+    TrafficTarget {
+        tag: tag.into(),
+        revision_name: rev.into(),
+        latest_revision: Some(false),
+        percent: Some(percent),
+        ..Default::default()
+    }
+}
+
+fn reconcile(ctx: &Context) {
+    RouteReconciler.reconcile(ctx, "default", "hello").unwrap();
+}
+
+fn main_targets(ctx: &Context) -> Vec<(String, u32)> {
+    ctx.routing.load().hosts["hello.default.example.com"]
+        .targets
+        .iter()
+        .map(|t| (t.revision.clone(), t.percent))
+        .collect()
+}
+
+fn cond(ctx: &Context, ty: &str) -> (ConditionStatus, String) {
+    let r: Route = testing::fetch(ctx, "default", "hello");
+    let c = r.status.unwrap().status.condition(ty).cloned().unwrap();
+    (c.status, c.reason)
+}
+
+#[test]
+fn publishes_follows_latest_ready_and_keeps_routing_on_errors() {
+    let (ctx, _) = testing::test_context();
+    testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+    testing::insert(
+        &ctx,
+        &testing::route(
+            "default",
+            "hello",
+            vec![latest(100), pinned("v1", "hello-00001", 0)],
+        ),
+    );
+
+    // Nothing ready yet: Unknown, nothing published.
+    reconcile(&ctx);
+    assert_eq!(
+        cond(&ctx, resources::ALL_TRAFFIC_ASSIGNED),
+        (ConditionStatus::Unknown, "RevisionMissing".into())
+    );
+    assert_eq!(
+        cond(&ctx, resources::INGRESS_READY).1,
+        "IngressNotConfigured"
+    );
+    assert!(ctx.routing.load().hosts.is_empty());
+
+    ready_revision(&ctx, "hello-00001");
+    set_latest_ready(&ctx, "hello-00001");
+    reconcile(&ctx);
+    assert_eq!(cond(&ctx, READY), (ConditionStatus::True, String::new()));
+    assert_eq!(main_targets(&ctx), [("hello-00001".to_string(), 100)]);
+    let table = ctx.routing.load();
+    assert_eq!(
+        table.hosts["v1-hello.default.example.com"].targets[0].percent,
+        100
+    );
+    assert!(table.hosts.contains_key("hello.default.svc.cluster.local"));
+    let route: Route = testing::fetch(&ctx, "default", "hello");
+    let st = route.status.unwrap();
+    assert_eq!(st.url, "http://hello.default.example.com");
+    assert_eq!(
+        st.traffic[1].url.as_deref(),
+        Some("http://v1-hello.default.example.com")
+    );
+
+    let before = ctx.store.current_revision();
+    reconcile(&ctx);
+    assert_eq!(
+        ctx.store.current_revision(),
+        before,
+        "a second run writes nothing"
+    );
+
+    ready_revision(&ctx, "hello-00002");
+    set_latest_ready(&ctx, "hello-00002");
+    reconcile(&ctx);
+    assert_eq!(main_targets(&ctx), [("hello-00002".to_string(), 100)]);
+
+    // Pointing at a revision that does not exist keeps the last good routing.
+    let mut route: Route = testing::fetch(&ctx, "default", "hello");
+    route.spec.traffic = vec![pinned("", "nope", 100)];
+    objects::update(&ctx.store, &route).unwrap();
+    reconcile(&ctx);
+    assert_eq!(
+        cond(&ctx, resources::ALL_TRAFFIC_ASSIGNED),
+        (ConditionStatus::False, "RevisionMissing".into())
+    );
+    assert_eq!(main_targets(&ctx), [("hello-00002".to_string(), 100)]);
+    let route: Route = testing::fetch(&ctx, "default", "hello");
+    assert_eq!(route.status.unwrap().status.observed_generation, 2);
+
+    // Deleting the route removes its hosts.
+    objects::delete::<Route>(&ctx.store, "default", "hello", None).unwrap();
+    reconcile(&ctx);
+    assert!(ctx.routing.load().hosts.is_empty());
+}
+
+#[test]
+fn two_routes_share_the_table() {
+    let (ctx, _) = testing::test_context();
+    ready_revision(&ctx, "hello-00001");
+    testing::insert(
+        &ctx,
+        &testing::route("default", "hello", vec![pinned("", "hello-00001", 100)]),
+    );
+    testing::insert(
+        &ctx,
+        &testing::route("default", "other", vec![pinned("", "hello-00001", 100)]),
+    );
+    reconcile(&ctx);
+    RouteReconciler.reconcile(&ctx, "default", "other").unwrap();
+    let table = ctx.routing.load();
+    assert!(table.hosts.contains_key("hello.default.example.com"));
+    assert!(table.hosts.contains_key("other.default.example.com"));
+    assert_eq!(table.hosts.len(), 8);
+}
+
+#[test]
+fn watches_referencing_routes() {
+    let (ctx, _) = testing::test_context();
+    testing::insert(&ctx, &testing::route("default", "hello", vec![latest(100)]));
+    testing::insert(
+        &ctx,
+        &testing::route("default", "pinned", vec![pinned("", "other-00001", 100)]),
+    );
+    testing::insert(
+        &ctx,
+        &testing::route("elsewhere", "hello", vec![latest(100)]),
+    );
+    let key = |n: &str| ("default".to_string(), n.to_string());
+
+    let cfg = serde_json::to_value(testing::configuration("default", "hello", "img")).unwrap();
+    assert_eq!(
+        RouteReconciler.watches(&ctx, &kinds::CONFIGURATION, &cfg),
+        [key("hello")]
+    );
+    // A revision of the referenced configuration, and a revision referenced by name.
+    let rev =
+        serde_json::to_value(testing::revision("default", "hello-00003", "hello", 3)).unwrap();
+    assert_eq!(
+        RouteReconciler.watches(&ctx, &kinds::REVISION, &rev),
+        [key("hello")]
+    );
+    let rev =
+        serde_json::to_value(testing::revision("default", "other-00001", "other", 1)).unwrap();
+    assert_eq!(
+        RouteReconciler.watches(&ctx, &kinds::REVISION, &rev),
+        [key("pinned")]
+    );
+    assert!(
+        RouteReconciler
+            .watches(&ctx, &kinds::SERVICE, &cfg)
+            .is_empty()
+    );
+}
+
+#[test]
+fn bad_domain_template() {
+    let mut config = wisp_api::config::Config::default();
+    config.network.domain_template = "{{.Name}}".into();
+    let (ctx, _) = testing::test_context_with(config, test_clock);
+    testing::insert(
+        &ctx,
+        &testing::route("default", "hello", vec![pinned("", "x", 100)]),
+    );
+    reconcile(&ctx);
+    assert_eq!(
+        cond(&ctx, resources::ALL_TRAFFIC_ASSIGNED),
+        (ConditionStatus::False, "ErrorConfig".into())
+    );
+    assert!(ctx.routing.load().hosts.is_empty());
+}

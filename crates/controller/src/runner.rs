@@ -1,0 +1,712 @@
+//! [`Controllers`]: runs a set of reconcilers against the store until shutdown.
+//!
+//! How changes become work:
+//!
+//! 1. **Start-up resync.** Every stored object is dispatched as in step 2 (as if it had
+//!    just changed), and every revision the platform still runs but the store no longer has is
+//!    queued to the revision reconciler (which removes it). The watch then starts from the
+//!    store revision taken *before* listing, so nothing committed meanwhile is missed
+//!    (replaying a change twice is harmless: reconcilers are level-based).
+//! 2. **Store events** (`subscribe()` + `events_since`, in order, remembering the last
+//!    resourceVersion). For each event: (a) the object's own key goes to the reconcilers of
+//!    its kind; (b) each owner reference, and the `serving.knative.dev/{service,
+//!    configuration,route}` labels, queue the owner's key to the owner kind's reconcilers,
+//!    so a child's change re-reconciles its parent; (c) each reconciler's
+//!    [`Reconciler::watches`] may add keys of its own kind. If the log was compacted past
+//!    our position (`Gone`), a full resync replaces the missed events.
+//! 3. **Platform changes**: the revision key goes to the revision reconcilers; if the
+//!    broadcast lagged, every revision is resynced.
+//! 4. **Periodic resync** every [`RESYNC_PERIOD`], a cheap safety net.
+//!
+//! Each reconciler has its own [`WorkQueue`] and [`DEFAULT_WORKERS`] workers. A worker takes
+//! a key, runs `reconcile` on the blocking pool (the store is synchronous), and then:
+//! `Done` ⇒ forget the back-off; `RequeueAfter(d)` ⇒ forget and re-add after `d`; an error
+//! ⇒ log it and re-add with back-off. On shutdown no new key is taken; reconciles already
+//! running finish before [`Controllers::run`] returns.
+
+use std::{
+    collections::{HashMap, HashSet},
+    future::Future,
+    sync::Arc,
+    time::Duration,
+};
+
+use tokio::{sync::broadcast::error::RecvError, task::JoinHandle};
+use tracing::{debug, error, info, warn};
+use wisp_api::kinds::{self, ResourceKind};
+use wisp_runtime::RevisionKey;
+use wisp_store::{StoreError, WatchEvent};
+
+use crate::{
+    names::label,
+    queue::WorkQueue,
+    reconciler::{Action, Context, ReconcileError, Reconciler, resource},
+};
+
+/// How often everything is re-queued even without changes.
+pub const RESYNC_PERIOD: Duration = Duration::from_secs(300);
+/// Concurrent reconciles per reconciler (never two for the same key).
+pub const DEFAULT_WORKERS: usize = 2;
+/// Events read from the store per batch.
+const EVENT_BATCH: usize = 500;
+/// Pause before retrying after the store failed to answer the watch.
+const WATCH_RETRY: Duration = Duration::from_secs(1);
+
+/// A set of reconcilers and the machinery that drives them.
+pub struct Controllers {
+    ctx: Context,
+    reconcilers: Vec<Arc<dyn Reconciler>>,
+    workers: usize,
+    resync_period: Duration,
+}
+
+impl std::fmt::Debug for Controllers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kinds: Vec<_> = self.reconcilers.iter().map(|r| r.kind().kind).collect();
+        f.debug_struct("Controllers")
+            .field("reconcilers", &kinds)
+            .field("workers", &self.workers)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Controllers {
+    pub fn new(ctx: Context, reconcilers: Vec<Arc<dyn Reconciler>>) -> Self {
+        Controllers {
+            ctx,
+            reconcilers,
+            workers: DEFAULT_WORKERS,
+            resync_period: RESYNC_PERIOD,
+        }
+    }
+
+    /// Concurrent workers per reconciler (at least 1).
+    pub fn with_workers(mut self, workers: usize) -> Self {
+        self.workers = workers.max(1);
+        self
+    }
+
+    /// Period of the safety-net resync.
+    pub fn with_resync_period(mut self, period: Duration) -> Self {
+        self.resync_period = period;
+        self
+    }
+
+    /// Runs until `shutdown` completes, then stops taking keys and waits for the reconciles
+    /// in flight.
+    pub async fn run(self, shutdown: impl Future<Output = ()>) {
+        let router = Arc::new(Router::new(self.ctx.clone(), &self.reconcilers));
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+
+        // Subscribe before the initial list so no platform change falls in between.
+        let platform_changes = self.ctx.platform.changes();
+        let watch = tokio::spawn(watch_store(router.clone(), stop_rx.clone()));
+        let platform = tokio::spawn(watch_platform(
+            router.clone(),
+            platform_changes,
+            stop_rx.clone(),
+        ));
+        let resync = tokio::spawn(periodic_resync(router.clone(), self.resync_period, stop_rx));
+
+        let mut workers: Vec<JoinHandle<()>> = Vec::new();
+        for (r, q) in &router.queues {
+            for _ in 0..self.workers {
+                workers.push(tokio::spawn(worker(self.ctx.clone(), r.clone(), q.clone())));
+            }
+        }
+        info!(
+            reconcilers = router.queues.len(),
+            workers = self.workers,
+            "controllers started"
+        );
+
+        shutdown.await;
+        info!("controllers stopping");
+        let _ = stop_tx.send(true);
+        for (_, q) in &router.queues {
+            q.shutdown();
+        }
+        for h in [watch, platform, resync].into_iter().chain(workers) {
+            if let Err(e) = h.await {
+                error!(error = %e, "controller task failed");
+            }
+        }
+        info!("controllers stopped");
+    }
+}
+
+/// Turns changes into keys on the right queues.
+struct Router {
+    ctx: Context,
+    /// One queue per reconciler, in registration order.
+    queues: Vec<(Arc<dyn Reconciler>, WorkQueue)>,
+    /// Store resource string → the kind.
+    kinds: HashMap<String, &'static ResourceKind>,
+}
+
+impl Router {
+    fn new(ctx: Context, reconcilers: &[Arc<dyn Reconciler>]) -> Self {
+        Router {
+            ctx,
+            queues: reconcilers
+                .iter()
+                .map(|r| (r.clone(), WorkQueue::new()))
+                .collect(),
+            kinds: kinds::ALL.iter().map(|k| (resource(k), *k)).collect(),
+        }
+    }
+
+    /// Queues `ns/name` to every reconciler of `kind`.
+    fn enqueue(&self, kind: &ResourceKind, namespace: &str, name: &str) {
+        if name.is_empty() {
+            return;
+        }
+        for (r, q) in &self.queues {
+            if r.kind() == kind {
+                q.add(key(namespace, name));
+            }
+        }
+    }
+
+    fn has_reconciler_for(&self, kind: &ResourceKind) -> bool {
+        self.queues.iter().any(|(r, _)| r.kind() == kind)
+    }
+
+    /// Everything one store event implies (see the module doc, step 2).
+    fn dispatch(&self, kind: &'static ResourceKind, obj: &serde_json::Value) {
+        let meta = &obj["metadata"];
+        let ns = meta["namespace"].as_str().unwrap_or("");
+        let name = meta["name"].as_str().unwrap_or("");
+        self.enqueue(kind, ns, name);
+
+        if let Some(owners) = meta["ownerReferences"].as_array() {
+            for o in owners {
+                let (api_version, owner_kind) = (
+                    o["apiVersion"].as_str().unwrap_or(""),
+                    o["kind"].as_str().unwrap_or(""),
+                );
+                let group = api_version.split_once('/').map_or("", |(g, _)| g);
+                if let Some(k) = kinds::ALL
+                    .into_iter()
+                    .find(|k| k.kind == owner_kind && k.group == group)
+                {
+                    self.enqueue(k, ns, o["name"].as_str().unwrap_or(""));
+                }
+            }
+        }
+        for (lbl, k) in [
+            (label::SERVICE, &kinds::SERVICE),
+            (label::CONFIGURATION, &kinds::CONFIGURATION),
+            (label::ROUTE, &kinds::ROUTE),
+        ] {
+            if let Some(v) = meta["labels"][lbl].as_str() {
+                self.enqueue(k, ns, v);
+            }
+        }
+        for (r, q) in &self.queues {
+            // A bug in one reconciler's `watches` must not stop the watch for everyone.
+            let extra = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                r.watches(&self.ctx, kind, obj)
+            }));
+            match extra {
+                Ok(keys) => {
+                    for (ns, name) in keys {
+                        q.add(key(&ns, &name));
+                    }
+                }
+                Err(_) => error!(
+                    kind = r.kind().kind,
+                    "watches() panicked; event skipped for it"
+                ),
+            }
+        }
+    }
+
+    fn dispatch_event(&self, ev: &WatchEvent) {
+        if let Some(kind) = self.kinds.get(&ev.resource) {
+            self.dispatch(kind, &ev.object);
+        }
+    }
+
+    /// Dispatches every stored object as if it had just changed (so owners, labels and
+    /// watches fan out as for an event), and queues every platform revision the store does
+    /// not know. Returns the store revision to watch from.
+    fn resync_all(&self) -> Result<u64, StoreError> {
+        let from = self.ctx.store.current_revision();
+        let mut n = 0;
+        for kind in kinds::ALL {
+            n += self.resync_kind(kind)?;
+        }
+        debug!(objects = n, from, "full resync");
+        Ok(from)
+    }
+
+    /// Dispatches every object of `kind`; for revisions also queues platform leftovers.
+    /// Returns how many objects there were.
+    fn resync_kind(&self, kind: &'static ResourceKind) -> Result<usize, StoreError> {
+        let (items, _) = self.ctx.store.list(&resource(kind), None, None)?;
+        let mut keys = HashSet::new();
+        for item in &items {
+            self.dispatch(kind, item);
+            let meta = &item["metadata"];
+            keys.insert((
+                meta["namespace"].as_str().unwrap_or("").to_owned(),
+                meta["name"].as_str().unwrap_or("").to_owned(),
+            ));
+        }
+        if kind == &kinds::REVISION && self.has_reconciler_for(kind) {
+            // Replicas of revisions deleted while we were not watching (or before a
+            // restart): the revision reconciler removes what the store does not have.
+            for RevisionKey { namespace, name } in self.ctx.platform.revisions() {
+                if !keys.contains(&(namespace.clone(), name.clone())) {
+                    debug!(revision = %format!("{namespace}/{name}"), "platform revision unknown to the store");
+                    self.enqueue(kind, &namespace, &name);
+                }
+            }
+        }
+        Ok(items.len())
+    }
+}
+
+fn key(namespace: &str, name: &str) -> String {
+    format!("{namespace}/{name}")
+}
+
+/// Runs a blocking closure over the router on the blocking pool.
+async fn blocking<T: Send + 'static>(
+    router: &Arc<Router>,
+    f: impl FnOnce(&Router) -> T + Send + 'static,
+) -> T {
+    let router = router.clone();
+    match tokio::task::spawn_blocking(move || f(&router)).await {
+        Ok(v) => v,
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+/// Resyncs until it succeeds (or we are told to stop); returns the position to watch from.
+async fn resync_until_ok(
+    router: &Arc<Router>,
+    stop: &mut tokio::sync::watch::Receiver<bool>,
+) -> Option<u64> {
+    loop {
+        match blocking(router, |r| r.resync_all()).await {
+            Ok(from) => return Some(from),
+            Err(e) => {
+                warn!(error = %e, "resync failed; retrying");
+                tokio::select! {
+                    _ = stop.wait_for(|s| *s) => return None,
+                    _ = tokio::time::sleep(WATCH_RETRY) => {}
+                }
+            }
+        }
+    }
+}
+
+/// The store watch (module doc, steps 1 and 2).
+async fn watch_store(router: Arc<Router>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut revisions = router.ctx.store.subscribe();
+    let Some(mut last) = resync_until_ok(&router, &mut stop).await else {
+        return;
+    };
+    loop {
+        // Mark the current value seen *before* reading, so a commit after the read wakes us.
+        revisions.borrow_and_update();
+        loop {
+            let from = last;
+            let res = blocking(&router, move |r| {
+                let events = r.ctx.store.events_since(from, None, None, EVENT_BATCH)?;
+                for ev in &events {
+                    r.dispatch_event(ev);
+                }
+                Ok::<_, StoreError>((events.len(), events.last().map(|e| e.resource_version)))
+            })
+            .await;
+            match res {
+                Ok((n, newest)) => {
+                    if let Some(rv) = newest {
+                        last = rv;
+                    }
+                    if n < EVENT_BATCH {
+                        break;
+                    }
+                }
+                Err(StoreError::Gone { requested, oldest }) => {
+                    warn!(
+                        requested,
+                        oldest, "watch position compacted away; resyncing"
+                    );
+                    match resync_until_ok(&router, &mut stop).await {
+                        Some(from) => last = from,
+                        None => return,
+                    }
+                }
+                Err(e) => {
+                    warn!(error = %e, "reading store events failed; retrying");
+                    tokio::select! {
+                        _ = stop.wait_for(|s| *s) => return,
+                        _ = tokio::time::sleep(WATCH_RETRY) => {}
+                    }
+                }
+            }
+        }
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            changed = revisions.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// Platform replica changes → revision keys (module doc, step 3).
+async fn watch_platform(
+    router: Arc<Router>,
+    mut changes: tokio::sync::broadcast::Receiver<RevisionKey>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let change = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            c = changes.recv() => c,
+        };
+        match change {
+            Ok(k) => router.enqueue(&kinds::REVISION, &k.namespace, &k.name),
+            Err(RecvError::Lagged(n)) => {
+                warn!(missed = n, "platform changes lagged; resyncing revisions");
+                if let Err(e) = blocking(&router, |r| r.resync_kind(&kinds::REVISION)).await {
+                    warn!(error = %e, "revision resync failed");
+                }
+            }
+            Err(RecvError::Closed) => {
+                debug!("platform change stream closed");
+                return;
+            }
+        }
+    }
+}
+
+/// The safety-net resync (module doc, step 4).
+async fn periodic_resync(
+    router: Arc<Router>,
+    period: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let start = tokio::time::Instant::now() + period;
+    let mut tick = tokio::time::interval_at(start, period);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tick.tick() => {}
+        }
+        if let Err(e) = blocking(&router, |r| r.resync_all()).await {
+            warn!(error = %e, "periodic resync failed");
+        }
+    }
+}
+
+/// One worker of one reconciler.
+async fn worker(ctx: Context, reconciler: Arc<dyn Reconciler>, queue: WorkQueue) {
+    let kind = reconciler.kind().kind;
+    while let Some(k) = queue.get().await {
+        let (ns, name) = match k.split_once('/') {
+            Some((ns, name)) => (ns.to_owned(), name.to_owned()),
+            None => (String::new(), k.clone()),
+        };
+        let (r, c) = (reconciler.clone(), ctx.clone());
+        let res = tokio::task::spawn_blocking(move || r.reconcile(&c, &ns, &name)).await;
+        match res {
+            Ok(Ok(Action::Done)) => queue.forget(&k),
+            Ok(Ok(Action::RequeueAfter(d))) => {
+                queue.forget(&k);
+                queue.add_after(k.clone(), d);
+            }
+            Ok(Err(e)) => {
+                let retries = queue.num_requeues(&k);
+                if is_conflict(&e) {
+                    debug!(kind, key = %k, retries, error = %e, "reconcile conflict; retrying");
+                } else {
+                    warn!(kind, key = %k, retries, error = %e, "reconcile failed; retrying");
+                }
+                queue.add_rate_limited(k.clone());
+            }
+            Err(e) => {
+                error!(kind, key = %k, error = %e, "reconcile panicked; retrying");
+                queue.add_rate_limited(k.clone());
+            }
+        }
+        queue.done(&k);
+    }
+}
+
+fn is_conflict(e: &ReconcileError) -> bool {
+    matches!(e, ReconcileError::Store(s) if s.is_conflict())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use wisp_api::{
+        meta::ConditionStatus,
+        serving::{Configuration, Revision},
+    };
+    use wisp_store::Options;
+
+    use super::*;
+    use crate::{
+        configuration::ConfigurationReconciler,
+        objects,
+        revision::RevisionReconciler,
+        testing::{self, FakePlatform, PlatformCall},
+    };
+
+    /// Polls `check` every 10 ms for up to 5 s.
+    async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+        while !check() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "timed out waiting for {what}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// Starts `Controllers::run`; returns the handle and the shutdown trigger.
+    fn start(
+        ctx: &Context,
+        reconcilers: Vec<Arc<dyn Reconciler>>,
+    ) -> (JoinHandle<()>, tokio::sync::oneshot::Sender<()>) {
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let controllers = Controllers::new(ctx.clone(), reconcilers);
+        let h = tokio::spawn(controllers.run(async {
+            let _ = rx.await;
+        }));
+        (h, tx)
+    }
+
+    async fn stop(h: JoinHandle<()>, tx: tokio::sync::oneshot::Sender<()>) {
+        let _ = tx.send(());
+        tokio::time::timeout(Duration::from_secs(5), h)
+            .await
+            .expect("runner stops after shutdown")
+            .unwrap();
+    }
+
+    fn config_ready(ctx: &Context, name: &str) -> bool {
+        objects::get::<Configuration>(&ctx.store, "default", name)
+            .unwrap()
+            .and_then(|c| c.status)
+            .is_some_and(|s| {
+                crate::conditions::is_true(&s.status, "Ready")
+                    && s.latest_ready_revision_name == format!("{name}-00001")
+            })
+    }
+
+    fn serving() -> Vec<Arc<dyn Reconciler>> {
+        vec![
+            Arc::new(ConfigurationReconciler),
+            Arc::new(RevisionReconciler),
+        ]
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn configuration_becomes_ready_end_to_end() {
+        let (ctx, platform) = testing::test_context();
+        platform.set_auto_ready(true);
+        let (h, tx) = start(&ctx, serving());
+        testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+        eventually("configuration Ready", || config_ready(&ctx, "hello")).await;
+        let rev: Revision = testing::fetch(&ctx, "default", "hello-00001");
+        let ready = rev
+            .status
+            .unwrap()
+            .status
+            .condition("Ready")
+            .unwrap()
+            .status;
+        assert_eq!(ready, ConditionStatus::True);
+        stop(h, tx).await;
+
+        // After shutdown nothing is reconciled any more.
+        testing::insert(&ctx, &testing::configuration("default", "late", "img"));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        assert!(
+            objects::get::<Revision>(&ctx.store, "default", "late-00001")
+                .unwrap()
+                .is_none()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn platform_changes_drive_revision_status() {
+        let (ctx, platform) = testing::test_context();
+        let (h, tx) = start(&ctx, serving());
+        testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+        let key = RevisionKey::new("default", "hello-00001");
+        eventually("scaled", || platform.scale_of(&key) == Some(1)).await;
+        eventually("revision deploying", || {
+            objects::get::<Revision>(&ctx.store, "default", "hello-00001")
+                .unwrap()
+                .and_then(|r| r.status)
+                .and_then(|s| s.status.condition("Ready").map(|c| c.reason == "Deploying"))
+                .unwrap_or(false)
+        })
+        .await;
+        platform.set_replicas(
+            &key,
+            vec![testing::replica("r1", wisp_runtime::ReplicaPhase::Ready)],
+        );
+        eventually("configuration Ready", || config_ready(&ctx, "hello")).await;
+
+        // Deleting the configuration cascades to the revision, whose replicas go away.
+        objects::delete::<Configuration>(&ctx.store, "default", "hello", None).unwrap();
+        eventually("removed", || {
+            platform
+                .calls()
+                .contains(&PlatformCall::Remove(key.clone()))
+        })
+        .await;
+        stop(h, tx).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn startup_removes_platform_leftovers() {
+        let (ctx, platform) = testing::test_context();
+        let orphan = RevisionKey::new("default", "gone-00001");
+        platform.add_orphan(&orphan);
+        let (h, tx) = start(&ctx, serving());
+        eventually("orphan removed", || {
+            platform
+                .calls()
+                .contains(&PlatformCall::Remove(orphan.clone()))
+        })
+        .await;
+        stop(h, tx).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn compacted_watch_resyncs_and_misses_nothing() {
+        // An event log of one entry: the watch falls behind constantly and must resync.
+        let store = wisp_store::Store::open_in_memory_with(Options {
+            event_history: 1,
+            clock: testing::test_clock,
+            ..Options::default()
+        })
+        .unwrap();
+        let (mut ctx, platform) = testing::test_context();
+        ctx.store = store;
+        platform.set_auto_ready(true);
+        let (h, tx) = start(&ctx, serving());
+        let names: Vec<String> = (0..6).map(|i| format!("cfg{i}")).collect();
+        for n in &names {
+            testing::insert(&ctx, &testing::configuration("default", n, "img"));
+        }
+        eventually("all ready", || names.iter().all(|n| config_ready(&ctx, n))).await;
+        stop(h, tx).await;
+    }
+
+    /// Records the keys it reconciles; watches configurations on behalf of routes.
+    struct RouteRecorder {
+        seen: Mutex<Vec<String>>,
+    }
+
+    impl Reconciler for RouteRecorder {
+        fn kind(&self) -> &'static ResourceKind {
+            &kinds::ROUTE
+        }
+        fn reconcile(&self, _: &Context, ns: &str, name: &str) -> Result<Action, ReconcileError> {
+            self.seen.lock().unwrap().push(format!("{ns}/{name}"));
+            Ok(Action::Done)
+        }
+        fn watches(
+            &self,
+            _: &Context,
+            kind: &ResourceKind,
+            obj: &serde_json::Value,
+        ) -> Vec<(String, String)> {
+            if kind == &kinds::CONFIGURATION {
+                let ns = obj["metadata"]["namespace"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned();
+                vec![(ns, "watcher".into())]
+            } else {
+                Vec::new()
+            }
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn events_fan_out_to_owners_labels_and_watches() {
+        let (ctx, _) = testing::test_context();
+        let recorder = Arc::new(RouteRecorder {
+            seen: Mutex::default(),
+        });
+        let (h, tx) = start(&ctx, vec![recorder.clone()]);
+        let seen = |k: &str| recorder.seen.lock().unwrap().iter().any(|s| s == k);
+
+        // (c) a reconciler's own watch.
+        testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+        eventually("watch fan-out", || seen("default/watcher")).await;
+
+        // (b) a label naming a route.
+        let mut rev = testing::revision("default", "rev-1", "hello", 1);
+        rev.metadata
+            .labels
+            .insert(crate::names::label::ROUTE.into(), "labelled".into());
+        testing::insert(&ctx, &rev);
+        eventually("label fan-out", || seen("default/labelled")).await;
+
+        // (b) an owner reference to a route.
+        let owner = testing::insert(&ctx, &testing::route("default", "owner", vec![]));
+        eventually("own key", || seen("default/owner")).await;
+        recorder.seen.lock().unwrap().clear();
+        let mut child = testing::configuration("default", "child", "img");
+        child
+            .metadata
+            .owner_references
+            .push(objects::owner_reference(&kinds::ROUTE, &owner.metadata));
+        testing::insert(&ctx, &child);
+        eventually("owner fan-out", || seen("default/owner")).await;
+        stop(h, tx).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn errors_are_retried_with_backoff() {
+        struct Flaky {
+            calls: Mutex<u32>,
+        }
+        impl Reconciler for Flaky {
+            fn kind(&self) -> &'static ResourceKind {
+                &kinds::CONFIGURATION
+            }
+            fn reconcile(&self, _: &Context, _: &str, _: &str) -> Result<Action, ReconcileError> {
+                let mut n = self.calls.lock().unwrap();
+                *n += 1;
+                if *n < 4 {
+                    Err(ReconcileError::Other("not yet".into()))
+                } else {
+                    Ok(Action::Done)
+                }
+            }
+        }
+        let (ctx, _) = testing::test_context();
+        let flaky = Arc::new(Flaky {
+            calls: Mutex::new(0),
+        });
+        testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+        let (h, tx) = start(&ctx, vec![flaky.clone()]);
+        eventually("four attempts", || *flaky.calls.lock().unwrap() >= 4).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert_eq!(*flaky.calls.lock().unwrap(), 4, "no retries after success");
+        stop(h, tx).await;
+    }
+
+    #[test]
+    fn fake_platform_is_a_platform() {
+        // Compile-time check that the fake fits the seam the runner uses.
+        let p: wisp_runtime::SharedPlatform = FakePlatform::new();
+        assert!(p.revisions().is_empty());
+    }
+}
