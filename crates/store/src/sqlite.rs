@@ -43,6 +43,7 @@ CREATE TABLE IF NOT EXISTS owners (
     PRIMARY KEY (owner_uid, child_ns, child_resource, child_name)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS owners_by_child ON owners (child_resource, child_ns, child_name);
+CREATE INDEX IF NOT EXISTS objects_by_uid ON objects (uid);
 CREATE TABLE IF NOT EXISTS events (
     resource_version INTEGER PRIMARY KEY,
     resource         TEXT NOT NULL,
@@ -250,6 +251,14 @@ impl<'c> WriteTx<'c> {
                 "SELECT 1 FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3",
             )?
             .exists(params![resource, namespace, name])?)
+    }
+
+    /// Whether any object has this uid.
+    pub(crate) fn uid_exists(&self, uid: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .tx
+            .prepare_cached("SELECT 1 FROM objects WHERE uid = ?1")?
+            .exists(params![uid])?)
     }
 
     /// Inserts or replaces an object row at resourceVersion `rv`, and its owner index rows

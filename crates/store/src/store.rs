@@ -223,6 +223,16 @@ impl Store {
             meta.shift_remove("deletionTimestamp");
             object::canonicalize_metadata(meta);
             let owners = object::owner_uids(&obj);
+            // A child created after its owner was deleted (a controller that read the owner
+            // just before the cascade) would be an orphan nothing ever deletes: refuse it,
+            // in the same transaction that would have stored it.
+            for owner in &owners {
+                if !tx.uid_exists(owner)? {
+                    return Err(StoreError::Invalid(format!(
+                        "metadata.ownerReferences: Invalid value: {owner:?}: the owner does not exist (it may just have been deleted)"
+                    )));
+                }
+            }
             tx.put(resource, &namespace, &name, &uid, rv, &obj, Some(&owners))?;
             tx.record_event(rv, resource, &namespace, &name, EventType::Added, &obj)?;
             Ok(obj)

@@ -971,3 +971,26 @@ fn concurrent_cas_increments_lose_nothing() {
         conflicts.load(std::sync::atomic::Ordering::Relaxed)
     );
 }
+
+#[test]
+fn children_of_a_deleted_owner_are_refused() {
+    let (_dir, store) = temp_store();
+    let owner = store.create(SVC, obj("default", "svc", json!({}))).unwrap();
+    let owner_uid = owner["metadata"]["uid"].as_str().unwrap().to_string();
+    store
+        .create(CFG, owned("default", "ok", &owner_uid))
+        .unwrap();
+    store.delete(SVC, "default", "svc", None).unwrap();
+    // A controller that read the owner just before it was deleted must not leave an orphan.
+    let rv = store.current_revision();
+    let err = store
+        .create(CFG, owned("default", "late", &owner_uid))
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+    assert!(store.get(CFG, "default", "late").unwrap().is_none());
+    assert_eq!(
+        store.current_revision(),
+        rv,
+        "a refused create wrote nothing"
+    );
+}

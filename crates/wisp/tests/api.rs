@@ -90,7 +90,17 @@ fn create_get_list_update_delete() {
 
     let (code, got) = get(&s, &format!("{SVC}/hello"));
     assert_eq!(code, 200);
-    assert_eq!(got, created);
+    // The controllers may already have written status (and so a newer resourceVersion).
+    let strip = |v: &Value| {
+        let mut v = v.clone();
+        v.as_object_mut().unwrap().remove("status");
+        v["metadata"]
+            .as_object_mut()
+            .unwrap()
+            .remove("resourceVersion");
+        v
+    };
+    assert_eq!(strip(&got), strip(&created));
 
     let (code, list) = get(&s, SVC);
     assert_eq!(code, 200);
@@ -100,30 +110,27 @@ fn create_get_list_update_delete() {
     assert_eq!(all["items"].as_array().unwrap().len(), 1);
 
     // A spec change bumps generation and resourceVersion.
-    let mut changed = got.clone();
-    changed["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = "wisp".into();
-    let (code, updated) = put(&s, &format!("{SVC}/hello"), &changed);
-    assert_eq!(code, 200, "{updated}");
+    let rv = |v: &Value| -> u64 {
+        v["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let updated = put_fresh(&s, &format!("{SVC}/hello"), |o| {
+        o["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] = "wisp".into();
+    });
     assert_eq!(updated["metadata"]["generation"], 2);
-    let rv1: u64 = got["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    let rv2: u64 = updated["metadata"]["resourceVersion"]
-        .as_str()
-        .unwrap()
-        .parse()
-        .unwrap();
-    assert!(rv2 > rv1);
+    assert!(rv(&updated) > rv(&got));
 
-    // Re-sending the same object is a no-op: same resourceVersion.
-    let (code, same) = put(&s, &format!("{SVC}/hello"), &updated);
-    assert_eq!(code, 200);
-    assert_eq!(
-        same["metadata"]["resourceVersion"],
-        updated["metadata"]["resourceVersion"]
-    );
+    // Re-sending the stored object is a no-op: same resourceVersion, same generation.
+    // (Retried while the controllers are still writing status in between.)
+    common::wait_for("a no-op update", Duration::from_secs(20), || {
+        let (_, current) = get(&s, &format!("{SVC}/hello"));
+        let (code, same) = put(&s, &format!("{SVC}/hello"), &current);
+        (code == 200 && rv(&same) == rv(&current) && same["metadata"]["generation"] == 2)
+            .then_some(())
+    });
 
     // A label change is not a spec change: generation stays.
     let (code, labelled) = body(
@@ -233,14 +240,16 @@ fn errors_are_kubernetes_status_objects() {
     );
 
     // 409 on create of an existing name and on a stale resourceVersion.
-    let (code, created) = post(&s, SVC, &hello("dup"));
+    let (code, _) = post(&s, SVC, &hello("dup"));
     assert_eq!(code, 201);
     let (code, st) = post(&s, SVC, &hello("dup"));
     assert_eq!((code, st["reason"].as_str()), (409, Some("AlreadyExists")));
-    let mut stale = created.clone();
-    stale["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["a"]);
-    let (code, _) = put(&s, &format!("{SVC}/dup"), &stale);
-    assert_eq!(code, 200);
+    // Read, then let an update land (retrying past concurrent controller writes): what
+    // was read is now out of date.
+    let (_, mut stale) = get(&s, &format!("{SVC}/dup"));
+    put_fresh(&s, &format!("{SVC}/dup"), |o| {
+        o["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["a"]);
+    });
     stale["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["b"]);
     let (code, st) = put(&s, &format!("{SVC}/dup"), &stale);
     assert_eq!(
@@ -285,42 +294,63 @@ fn errors_are_kubernetes_status_objects() {
 #[test]
 fn status_subresource_is_the_only_way_to_write_status() {
     let s = Server::start();
-    let (_, created) = post(&s, SVC, &hello("st"));
+    post(&s, SVC, &hello("st"));
     // Status in a user's write is ignored.
-    let mut with_status = created.clone();
-    with_status["status"] = json!({"url": "http://evil"});
-    let (code, after) = put(&s, &format!("{SVC}/st"), &with_status);
-    assert_eq!(code, 200);
-    assert!(
-        after.get("status").is_none() || after["status"]["url"] != "http://evil",
-        "{after}"
-    );
+    let after = put_fresh(&s, &format!("{SVC}/st"), |o| {
+        o["status"] = json!({"url": "http://evil"});
+    });
+    assert_ne!(after["status"]["url"], "http://evil", "{after}");
 
-    let mut st = after.clone();
-    st["status"] = json!({"url": "http://st.default.example.com", "observedGeneration": 1});
-    let (code, written) = put(&s, &format!("{SVC}/st/status"), &st);
-    assert_eq!(code, 200, "{written}");
-    assert_eq!(written["status"]["url"], "http://st.default.example.com");
+    // /status writes status (and nothing else: generation stays).
+    let written = put_fresh(&s, &format!("{SVC}/st/status"), |o| {
+        o["status"]["url"] = "http://st.example.org".into();
+        o["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["ignored"]);
+    });
+    assert_eq!(written["status"]["url"], "http://st.example.org");
     assert_eq!(written["metadata"]["generation"], 1);
-    // A later spec write keeps the status.
-    let mut spec = written.clone();
-    spec["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["x"]);
-    let (_, kept) = put(&s, &format!("{SVC}/st"), &spec);
-    assert_eq!(kept["status"]["url"], "http://st.default.example.com");
+    assert!(
+        written["spec"]["template"]["spec"]["containers"][0]
+            .get("args")
+            .is_none()
+    );
+    // A later spec write keeps the stored status.
+    let kept = put_fresh(&s, &format!("{SVC}/st"), |o| {
+        o["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["x"]);
+    });
+    assert!(kept["status"]["conditions"].is_array(), "{kept}");
+    assert_eq!(kept["metadata"]["generation"], 2);
+}
+
+/// GET, modify, PUT; retried when a controller wrote in between (409 Conflict).
+fn put_fresh(s: &Server, path: &str, modify: impl Fn(&mut Value)) -> Value {
+    let object_path = path.trim_end_matches("/status");
+    for _ in 0..20 {
+        let (_, mut o) = get(s, object_path);
+        modify(&mut o);
+        let (code, v) = put(s, path, &o);
+        match code {
+            200 => return v,
+            409 => continue,
+            _ => panic!("PUT {path}: {code} {v}"),
+        }
+    }
+    panic!("PUT {path} kept conflicting");
 }
 
 #[test]
 fn delete_cascades_to_owned_objects() {
     let s = Server::start();
-    let (_, svc) = post(&s, SVC, &hello("owner"));
-    let cfg = json!({
-        "apiVersion": "serving.knative.dev/v1", "kind": "Configuration",
-        "metadata": {"name": "owner", "ownerReferences": [{"apiVersion": "serving.knative.dev/v1", "kind": "Service", "name": "owner", "uid": svc["metadata"]["uid"], "controller": true}]},
-        "spec": {"template": {"spec": {"containers": [{"command": ["/bin/true"]}]}}}
+    post(&s, SVC, &hello("owner"));
+    let base = "/apis/serving.knative.dev/v1/namespaces/default";
+    let children = [
+        format!("{base}/configurations/owner"),
+        format!("{base}/routes/owner"),
+        format!("{base}/revisions/owner-00001"),
+    ];
+    // The controllers create the Service's children, each owned by its parent.
+    common::wait_for("children", Duration::from_secs(20), || {
+        children.iter().all(|c| get(&s, c).0 == 200).then_some(())
     });
-    let cfgs = "/apis/serving.knative.dev/v1/namespaces/default/configurations";
-    let (code, c) = post(&s, cfgs, &cfg);
-    assert_eq!(code, 201, "{c}");
     let (code, _) = body(
         s.http()
             .delete(s.url(&format!("{SVC}/owner")))
@@ -329,7 +359,10 @@ fn delete_cascades_to_owned_objects() {
             .unwrap(),
     );
     assert_eq!(code, 200);
-    assert_eq!(get(&s, &format!("{cfgs}/owner")).0, 404);
+    // Deleted in the same transaction as the Service: no waiting.
+    for c in &children {
+        assert_eq!(get(&s, c).0, 404, "{c} survived its owner");
+    }
 }
 
 #[test]
@@ -351,19 +384,22 @@ fn watch_streams_every_change_in_order() {
     assert_eq!(resp.status().as_u16(), 200);
     let mut lines = BufReader::new(resp).lines();
 
-    let (_, created) = post(&s, SVC, &hello("w"));
-    let mut changed = created.clone();
-    changed["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["1"]);
-    put(&s, &format!("{SVC}/w"), &changed);
+    post(&s, SVC, &hello("w"));
+    put_fresh(&s, &format!("{SVC}/w"), |o| {
+        o["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["1"]);
+    });
     s.http()
         .delete(s.url(&format!("{SVC}/w")))
         .header("authorization", s.auth())
         .send()
         .unwrap();
 
+    // Every change arrives, in order; the controllers' status writes add MODIFIED events
+    // of their own in between.
     let mut seen = Vec::new();
     let mut last_rv = 0u64;
-    for _ in 0..3 {
+    let mut saw_our_change = false;
+    loop {
         let line = lines.next().expect("event").expect("read");
         let ev: Value = serde_json::from_str(&line).unwrap();
         let rv: u64 = ev["object"]["metadata"]["resourceVersion"]
@@ -373,9 +409,21 @@ fn watch_streams_every_change_in_order() {
             .unwrap();
         assert!(rv > last_rv, "events out of order");
         last_rv = rv;
-        seen.push(ev["type"].as_str().unwrap().to_string());
+        let ty = ev["type"].as_str().unwrap().to_string();
+        if ty == "MODIFIED"
+            && ev["object"]["spec"]["template"]["spec"]["containers"][0]["args"] == json!(["1"])
+        {
+            saw_our_change = true;
+        }
+        let done = ty == "DELETED";
+        seen.push(ty);
+        if done {
+            break;
+        }
     }
-    assert_eq!(seen, ["ADDED", "MODIFIED", "DELETED"]);
+    assert_eq!(seen.first().map(String::as_str), Some("ADDED"), "{seen:?}");
+    assert!(saw_our_change, "{seen:?}");
+    assert_eq!(seen.iter().filter(|t| *t == "DELETED").count(), 1);
 
     // Without a resourceVersion a watch starts with the current objects.
     post(&s, SVC, &hello("existing"));

@@ -60,7 +60,20 @@ fn annotation_i32(annotations: &BTreeMap<String, String>, keys: &[&str]) -> Opti
 /// This is the seam the autoscaler will replace: until there is a PodAutoscaler, a
 /// revision runs at its initial scale (annotation, else `config-autoscaler`), raised to its
 /// min-scale and capped at its max-scale (0 = no cap), like a fresh Knative Deployment.
+///
+/// A revision no route references any more (`routingState: reserve`) is unreachable: as in
+/// Knative, its min-scale no longer applies and it goes to zero (Knative's KPA gets there
+/// after a stable window; without an autoscaler yet, wisp does so at once).
 pub fn desired_scale(rev: &Revision, cfg: &AutoscalerConfig) -> u32 {
+    if rev
+        .metadata
+        .labels
+        .get(crate::names::label::ROUTING_STATE)
+        .map(String::as_str)
+        == Some(crate::names::routing_state::RESERVE)
+    {
+        return 0;
+    }
     let a = &rev.metadata.annotations;
     let initial = annotation_i32(a, &INITIAL_SCALE).unwrap_or(cfg.initial_scale);
     let min = annotation_i32(a, &MIN_SCALE).unwrap_or(cfg.min_scale);
@@ -325,6 +338,13 @@ mod tests {
         for (what, annotations, cfg, want) in cases {
             assert_eq!(desired_scale(&rev_with(annotations), &cfg), want, "{what}");
         }
+        // Unreachable revisions go to zero whatever their min-scale.
+        let mut reserve = rev_with(&[("autoscaling.knative.dev/min-scale", "3")]);
+        reserve
+            .metadata
+            .labels
+            .insert("serving.knative.dev/routingState".into(), "reserve".into());
+        assert_eq!(desired_scale(&reserve, &AutoscalerConfig::default()), 0);
     }
 
     #[test]

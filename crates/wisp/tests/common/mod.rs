@@ -155,3 +155,107 @@ impl Drop for Server {
         self.kill9();
     }
 }
+
+/// Path of a sample binary (`hello`, `autoscale`), built on demand so that
+/// `cargo test -p wisp` works without a prior workspace build.
+pub fn sample_bin(name: &str) -> PathBuf {
+    static BUILD: std::sync::Once = std::sync::Once::new();
+    let dir = Path::new(wisp_bin())
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let path = dir.join(name);
+    if !path.exists() {
+        BUILD.call_once(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = Command::new(cargo)
+                .args(["build", "-p", "wisp-samples", "--bins"])
+                .status()
+                .expect("running cargo build for the samples");
+            assert!(status.success(), "building the samples failed");
+        });
+    }
+    assert!(path.exists(), "sample binary {} is missing", path.display());
+    path
+}
+
+/// Polls `f` every 50 ms until it returns Some, failing the test after `timeout`.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        if std::time::Instant::now() > deadline {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// True while a process with this pid exists.
+pub fn pid_alive(pid: u32) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.split(") ")
+                    .nth(1)
+                    .is_some_and(|rest| rest.starts_with('Z'))
+            })
+            .unwrap_or(true)
+}
+
+impl Server {
+    /// GET an API path as JSON (None on 404).
+    pub fn get_json(&self, path: &str) -> Option<serde_json::Value> {
+        let r = self
+            .http()
+            .get(self.url(path))
+            .header("authorization", self.auth())
+            .send()
+            .ok()?;
+        if r.status().as_u16() == 404 {
+            return None;
+        }
+        r.json().ok()
+    }
+
+    /// Applies YAML through `wisp apply -f -`, asserting success.
+    pub fn apply(&self, yaml: &str) {
+        use std::io::Write;
+        let mut child = self
+            .cli()
+            .args(["apply", "-f", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("wisp apply");
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(yaml.as_bytes())
+            .unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "apply failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The Ready condition of an object: (status, reason, message).
+    pub fn ready(&self, plural: &str, name: &str) -> Option<(String, String, String)> {
+        let o = self.get_json(&format!(
+            "/apis/serving.knative.dev/v1/namespaces/default/{plural}/{name}"
+        ))?;
+        let c = o["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Ready")?
+            .clone();
+        let s = |k: &str| c[k].as_str().unwrap_or("").to_string();
+        Some((s("status"), s("reason"), s("message")))
+    }
+}
