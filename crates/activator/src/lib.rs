@@ -1,0 +1,1 @@
+//! wisp-activator (being written).

@@ -1,0 +1,1 @@
+//! wisp-ingress (being written).

@@ -1,0 +1,1 @@
+//! wisp-net (being written).

@@ -1,0 +1,1 @@
+//! wisp-queue (being written).
