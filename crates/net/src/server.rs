@@ -1,0 +1,422 @@
+//! The front-door server: HTTP/1.1 and h2c (prior knowledge) on one port.
+//!
+//! One accept loop, one task per connection, hyper-util's `auto::Builder` to tell HTTP/1
+//! from the HTTP/2 preface, `serve_connection_with_upgrades` so websocket upgrades work, and
+//! hyper-util's `GracefulShutdown` for draining.
+//!
+//! Limits, and why:
+//! - connections are bounded by a semaphore: over the limit the accept loop stops accepting
+//!   (the kernel backlog queues, then refuses) instead of exhausting file descriptors;
+//! - a client must send its first bytes, and an HTTP/1 client its whole request head, within
+//!   `header_read_timeout` (slowloris). The first-bytes wait is ours because `auto::Builder`
+//!   sniffs the preface without any timer. hyper arms the same timer while an HTTP/1
+//!   keep-alive connection waits for its next request, so it doubles as the idle timeout;
+//! - `max_buf_size` bounds an HTTP/1 request head (hyper answers 431 beyond it), and
+//!   `max_header_list_size` the HTTP/2 one;
+//! - HTTP/2 keep-alive pings cut dead peers; streams per connection are bounded.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper::{Request, Response};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
+use hyper_util::server::graceful::GracefulShutdown;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, watch};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tracing::debug;
+
+use crate::body::Body;
+
+/// Front-door server limits.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// Open connections at most; over the limit the accept loop waits. Default 10 000.
+    pub max_connections: usize,
+    /// A client must send a complete HTTP/1 request head (an HTTP/2 client: its preface)
+    /// within this time, or the connection is closed. Default 10 s.
+    pub header_read_timeout: Duration,
+    /// Bound of an HTTP/1 request head (hyper's `max_buf_size`, at least 8 KiB; larger →
+    /// 431) and of an HTTP/2 header list. Default 64 KiB.
+    pub max_header_bytes: usize,
+    /// HTTP/2 concurrent streams per connection. Default 250.
+    pub h2_max_concurrent_streams: u32,
+    /// How long in-flight requests may run after shutdown starts. Default 30 s.
+    pub shutdown_grace: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            max_connections: 10_000,
+            header_read_timeout: Duration::from_secs(10),
+            max_header_bytes: 64 * 1024,
+            h2_max_concurrent_streams: 250,
+            shutdown_grace: Duration::from_secs(30),
+        }
+    }
+}
+
+/// The HTTP/2 connection preface a prior-knowledge client starts with.
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// hyper asserts `max_buf_size >= 8192`.
+const MIN_BUF_SIZE: usize = 8192;
+
+/// Accepts on `listener` until `shutdown` resolves; then stops accepting, lets in-flight
+/// requests finish (hyper-util `GracefulShutdown`: idle keep-alive connections close at
+/// once, HTTP/2 gets GOAWAY) for up to `shutdown_grace`, and aborts what is left.
+///
+/// `handler(req, peer)` produces the response; it is called once per request.
+///
+/// Upgraded (websocket) connections are handed to tasks that outlive their HTTP
+/// connection; they are not drained here.
+pub async fn serve<H, F>(
+    listener: TcpListener,
+    opts: ServerOptions,
+    handler: H,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()>
+where
+    H: Fn(Request<Incoming>, SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<Body>> + Send + 'static,
+{
+    let builder = Arc::new(builder(&opts));
+    let limit = Arc::new(Semaphore::new(opts.max_connections.max(1)));
+    let graceful = GracefulShutdown::new();
+    // Cuts connections still waiting for their first bytes (not yet watched by `graceful`).
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let mut conns = JoinSet::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+
+    loop {
+        let accept = async {
+            // Acquired before accepting: at the limit we leave clients in the backlog.
+            let permit = limit.clone().acquire_owned().await;
+            (permit, listener.accept().await)
+        };
+        tokio::select! {
+            biased;
+            () = &mut shutdown => break,
+            // Reap finished connection tasks so the set stays as large as the live count.
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            (permit, accepted) = accept => {
+                let Ok(permit) = permit else { break };
+                let (stream, peer) = match accepted {
+                    Ok(pair) => pair,
+                    Err(e) => {
+                        // EMFILE and friends: back off instead of spinning on the error.
+                        debug!(error = %e, "accept failed");
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                let builder = builder.clone();
+                let handler = handler.clone();
+                let watcher = graceful.watcher();
+                let mut stop = stop_rx.clone();
+                let first_bytes = opts.header_read_timeout;
+                conns.spawn(async move {
+                    let _permit = permit;
+                    tokio::select! {
+                        ready = await_first_bytes(&stream, first_bytes) => if !ready { return },
+                        _ = stop.changed() => return,
+                    }
+                    let service = service_fn(move |req| {
+                        let response = handler(req, peer);
+                        async move { Ok::<_, Infallible>(response.await) }
+                    });
+                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    if let Err(e) = watcher.watch(conn).await {
+                        debug!(%peer, error = %e, "connection ended with an error");
+                    }
+                });
+            }
+        }
+    }
+
+    drop(listener);
+    let _ = stop_tx.send(true);
+    if tokio::time::timeout(opts.shutdown_grace, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        debug!(
+            remaining = conns.len(),
+            "shutdown grace elapsed, aborting connections"
+        );
+    }
+    conns.shutdown().await;
+    Ok(())
+}
+
+fn builder(opts: &ServerOptions) -> auto::Builder<TokioExecutor> {
+    let mut builder = auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(opts.header_read_timeout)
+        .max_buf_size(opts.max_header_bytes.max(MIN_BUF_SIZE));
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(opts.h2_max_concurrent_streams)
+        .max_header_list_size(u32::try_from(opts.max_header_bytes).unwrap_or(u32::MAX))
+        .keep_alive_interval(Duration::from_secs(20))
+        .keep_alive_timeout(Duration::from_secs(10))
+        .adaptive_window(true);
+    builder
+}
+
+/// Waits until the client has sent enough to tell HTTP/1 from HTTP/2: any first byte that
+/// is not the start of the h2 preface, or the whole preface. `false` on timeout or EOF.
+async fn await_first_bytes(stream: &TcpStream, timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    let mut buf = [0u8; H2_PREFACE.len()];
+    loop {
+        let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
+            Ok(Ok(n)) => n,
+            _ => return false,
+        };
+        if n == 0 {
+            return false;
+        }
+        if n == buf.len() || buf[..n] != H2_PREFACE[..n] {
+            return true;
+        }
+        // A partial preface (rare: clients send it in one segment). `peek` does not
+        // consume, so the socket stays readable; poll again shortly rather than spin.
+        if tokio::time::timeout_at(deadline, tokio::time::sleep(Duration::from_millis(5)))
+            .await
+            .is_err()
+        {
+            return false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use http_body_util::BodyExt;
+    use hyper::StatusCode;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::sync::{Notify, oneshot};
+
+    use super::*;
+    use crate::testutil::*;
+    use crate::{empty, full};
+
+    /// Answers with the request's HTTP version.
+    async fn version_server(opts: ServerOptions) -> (SocketAddr, oneshot::Sender<()>) {
+        let (l, addr) = listener().await;
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let handler = |req: Request<Incoming>, _peer| async move {
+            Response::new(full(format!("{:?}", req.version())))
+        };
+        tokio::spawn(serve(l, opts, handler, async {
+            let _ = stop_rx.await;
+        }));
+        (addr, stop_tx)
+    }
+
+    async fn body_text(resp: Response<Incoming>) -> String {
+        text(&resp.into_body().collect().await.unwrap().to_bytes())
+    }
+
+    /// Reads until EOF (or error), returning what was read.
+    async fn read_to_close(stream: &mut TcpStream) -> String {
+        let mut out = Vec::new();
+        let _ = stream.read_to_end(&mut out).await;
+        text(&out)
+    }
+
+    #[tokio::test]
+    async fn http1_and_h2c_on_one_port() {
+        let (addr, _stop) = version_server(ServerOptions::default()).await;
+        let mut h1 = h1_client(addr).await;
+        let req = Request::get("/").header("host", "h").body(empty()).unwrap();
+        let resp = within("h1", h1.send_request(req)).await.unwrap();
+        assert_eq!(within("h1 body", body_text(resp)).await, "HTTP/1.1");
+
+        let mut h2 = h2_client(addr).await;
+        let req = Request::get("http://h/").body(empty()).unwrap();
+        let resp = within("h2", h2.send_request(req)).await.unwrap();
+        assert_eq!(within("h2 body", body_text(resp)).await, "HTTP/2.0");
+    }
+
+    #[tokio::test]
+    async fn header_read_timeout_cuts_slow_and_idle_clients() {
+        let opts = ServerOptions {
+            header_read_timeout: Duration::from_millis(300),
+            ..ServerOptions::default()
+        };
+        let (addr, _stop) = version_server(opts).await;
+
+        // Half a request line, then nothing.
+        let mut slow = TcpStream::connect(addr).await.unwrap();
+        slow.write_all(b"GET /slo").await.unwrap();
+        let started = Instant::now();
+        let got = within("slow client cut", read_to_close(&mut slow)).await;
+        assert!(!got.starts_with("HTTP/1.1 200"), "{got}");
+        assert!(started.elapsed() < Duration::from_secs(3));
+
+        // Connected, never a byte (the h1/h2 sniffing phase).
+        let mut idle = TcpStream::connect(addr).await.unwrap();
+        assert_eq!(
+            within("idle client cut", read_to_close(&mut idle)).await,
+            ""
+        );
+
+        // Half an HTTP/2 preface.
+        let mut partial = TcpStream::connect(addr).await.unwrap();
+        partial.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+        assert_eq!(
+            within("partial preface cut", read_to_close(&mut partial)).await,
+            ""
+        );
+
+        // A prompt client on the same server is unaffected.
+        let mut h1 = h1_client(addr).await;
+        let req = Request::get("/").header("host", "h").body(empty()).unwrap();
+        let resp = within("prompt", h1.send_request(req)).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn oversized_request_head_gets_431() {
+        let opts = ServerOptions {
+            max_header_bytes: 8 * 1024,
+            ..ServerOptions::default()
+        };
+        let (addr, _stop) = version_server(opts).await;
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        let big = "a".repeat(20 * 1024);
+        let req = format!("GET / HTTP/1.1\r\nHost: h\r\nX-Big: {big}\r\n\r\n");
+        // The server may stop reading (and close) before we finish writing.
+        let _ = s.write_all(req.as_bytes()).await;
+        let got = within("431", read_to_close(&mut s)).await;
+        assert!(got.starts_with("HTTP/1.1 431"), "{got}");
+    }
+
+    #[tokio::test]
+    async fn connection_limit_holds_back_extra_connections() {
+        let release = Arc::new(Notify::new());
+        let entered = Arc::new(Notify::new());
+        let (l, addr) = listener().await;
+        let (r, e) = (release.clone(), entered.clone());
+        let handler = move |_req: Request<Incoming>, _peer| {
+            let (r, e) = (r.clone(), e.clone());
+            async move {
+                e.notify_one();
+                r.notified().await;
+                Response::new(full("done"))
+            }
+        };
+        let opts = ServerOptions {
+            max_connections: 1,
+            ..ServerOptions::default()
+        };
+        tokio::spawn(serve(l, opts, handler, std::future::pending()));
+
+        let mut first = h1_client(addr).await;
+        let first_resp = tokio::spawn(async move {
+            let req = Request::get("/").header("host", "h").body(empty()).unwrap();
+            first.send_request(req).await.unwrap().status()
+        });
+        within("first request in handler", entered.notified()).await;
+
+        // The kernel completes the second TCP handshake (backlog), but the server does not
+        // accept it while the first connection is open.
+        let mut second = h1_client(addr).await;
+        let second_resp = tokio::spawn(async move {
+            let req = Request::get("/").header("host", "h").body(empty()).unwrap();
+            second.send_request(req).await.unwrap().status()
+        });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(
+            !second_resp.is_finished(),
+            "second connection served over the limit"
+        );
+
+        // Finish the first request and close its connection: the second gets its turn.
+        release.notify_one();
+        assert_eq!(within("first", first_resp).await.unwrap(), StatusCode::OK);
+        within("second in handler", entered.notified()).await;
+        release.notify_one();
+        assert_eq!(within("second", second_resp).await.unwrap(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn graceful_shutdown_lets_in_flight_requests_finish() {
+        let entered = Arc::new(Notify::new());
+        let e = entered.clone();
+        let (l, addr) = listener().await;
+        let handler = move |_req: Request<Incoming>, _peer| {
+            let e = e.clone();
+            async move {
+                e.notify_one();
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                Response::new(full("finished"))
+            }
+        };
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let server = tokio::spawn(serve(l, ServerOptions::default(), handler, async {
+            let _ = stop_rx.await;
+        }));
+
+        let mut client = h1_client(addr).await;
+        let in_flight = tokio::spawn(async move {
+            let req = Request::get("/").header("host", "h").body(empty()).unwrap();
+            let resp = client.send_request(req).await.unwrap();
+            body_text(resp).await
+        });
+        within("request in handler", entered.notified()).await;
+        stop_tx.send(()).unwrap();
+
+        assert_eq!(within("in-flight", in_flight).await.unwrap(), "finished");
+        within("serve returns", server).await.unwrap().unwrap();
+        // The listener is gone: new connections are refused.
+        assert!(TcpStream::connect(addr).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn shutdown_grace_bounds_the_drain() {
+        let (l, _addr) = listener().await;
+        let addr = l.local_addr().unwrap();
+        let handler = |_req: Request<Incoming>, _peer| async {
+            std::future::pending::<()>().await;
+            Response::new(empty())
+        };
+        let opts = ServerOptions {
+            shutdown_grace: Duration::from_millis(200),
+            ..ServerOptions::default()
+        };
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let server = tokio::spawn(serve(l, opts, handler, async {
+            let _ = stop_rx.await;
+        }));
+        let mut client = h1_client(addr).await;
+        let stuck = tokio::spawn(async move {
+            let req = Request::get("/").header("host", "h").body(empty()).unwrap();
+            client.send_request(req).await
+        });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop_tx.send(()).unwrap();
+        within("serve returns after grace", server)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(within("stuck request cut", stuck).await.unwrap().is_err());
+    }
+}
