@@ -1,1 +1,30 @@
-//! wisp-activator (being written).
+//! # wisp-activator — endpoints, load balancing and buffering
+//!
+//! In Knative the activator sits in the request path while a revision has no ready pod (or
+//! too little spare capacity): it buffers requests, pokes the autoscaler, and load-balances
+//! over the pods as they become ready (reference §8). wisp runs it in-process, and every
+//! request goes through it (so it is always "in the path", like Knative with
+//! `target-burst-capacity: -1`, minus the network hop):
+//!
+//! - [`Backends`] ([`backends`]): the endpoints registry — each revision's
+//!   [`RevisionBackend`] in a map swapped atomically, read lock-free per request — and the
+//!   per-second stats (every replica queue's `Stat`, the activator's held counts) published
+//!   on a `watch` channel for the autoscaler.
+//! - [`RevisionBackend`] ([`backend`]): a revision's ready replicas (each behind its
+//!   `wisp_queue::ReplicaQueue`), the [`lb`] policy chosen by containerConcurrency, and
+//!   the [`hold`] queue where requests wait while no replica is ready.
+//! - [`sync_endpoints`] ([`sync`]): keeps the registry in line with the store's revisions
+//!   and the platform's replicas.
+//! - [`config::queue_config`]: a revision's queue settings (CC, timeouts, protocol from the
+//!   port name).
+
+pub mod backend;
+pub mod backends;
+pub mod config;
+pub mod hold;
+pub mod lb;
+pub mod sync;
+
+pub use backend::{Poke, RevisionBackend};
+pub use backends::{Backends, DEFAULT_HOLD_BOUND, ReplicaStat, RevisionStat, Stats};
+pub use sync::sync_endpoints;

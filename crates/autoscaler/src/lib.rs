@@ -12,7 +12,9 @@
 //!    into "no decision".
 //! 4. [`scaler::Scaler`] — bounds, initial scale, the scale-to-zero sequence, activation
 //!    timeout and the PodAutoscaler's `Active` condition, §9.5.
-//! 5. [`simulate::simulate`] — drives 2–4 over a load trace with a simple pod model, and
+//! 5. [`collector::Collector`] — per revision, the windows of 2 fed once a second with the
+//!    revision's total from the replicas' and the activator's reports, §9.2.
+//! 6. [`simulate::simulate`] — drives 2–4 over a load trace with a simple pod model, and
 //!    renders the result as CSV, JSON, a text table, an ASCII chart or an SVG chart.
 //!
 //! Start with [`simulate()`] to see the whole loop in ~50 lines, then [`decider`]:
@@ -31,12 +33,14 @@
 //! for the live autoscaler, second 0 for the simulator); only whole seconds matter.
 
 pub mod aggregation;
+pub mod collector;
 pub mod decider;
 pub mod scaler;
 pub mod simulate;
 pub mod targets;
 
 pub use aggregation::{Aggregation, Buckets, MaxTimeWindow, MetricWindows};
+pub use collector::{ActivatorStat, Collector, PodStat, Sample, observed_value};
 pub use decider::{Autoscaler, Decider, Decision, PanicState, num_activators};
 pub use scaler::{ActiveState, ScaleInput, ScaleResult, Scaler};
 pub use simulate::{SimOptions, SimRow, Simulation, Trace, TraceError, simulate};

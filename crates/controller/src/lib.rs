@@ -18,6 +18,7 @@
 //! living condition set), [`names`] (child names, label keys), [`objects`] (typed store
 //! access, owner references), and [`testing`] (a fake platform and fixtures).
 
+pub mod autoscaling;
 pub mod conditions;
 pub mod configuration;
 pub mod names;
@@ -35,6 +36,7 @@ pub mod labeler;
 pub mod route;
 pub mod service;
 
+pub use autoscaling::{PodAutoscalerReconciler, Scaling};
 pub use reconciler::{Action, Context, ReconcileError, Reconciler};
 pub use runner::Controllers;
 
@@ -44,6 +46,7 @@ pub fn all_reconcilers() -> Vec<std::sync::Arc<dyn Reconciler>> {
         std::sync::Arc::new(service::ServiceReconciler),
         std::sync::Arc::new(configuration::ConfigurationReconciler),
         std::sync::Arc::new(revision::RevisionReconciler),
+        std::sync::Arc::new(autoscaling::PodAutoscalerReconciler::new()),
         std::sync::Arc::new(route::RouteReconciler),
         std::sync::Arc::new(labeler::LabelerReconciler),
         std::sync::Arc::new(gc::GcReconciler),

@@ -9,7 +9,7 @@ use wisp_api::{config::Config, kinds::ResourceKind};
 use wisp_runtime::SharedPlatform;
 use wisp_store::{Store, StoreError};
 
-use crate::routing::RoutingTable;
+use crate::{autoscaling::Scaling, routing::RoutingTable};
 
 /// What every reconciler may use. Cheap to clone.
 #[derive(Clone)]
@@ -19,6 +19,9 @@ pub struct Context {
     pub platform: SharedPlatform,
     /// The resolved routing published for the ingress (written by the route reconciler).
     pub routing: Arc<ArcSwap<RoutingTable>>,
+    /// The autoscaling seam: the metric collector the data plane feeds, the activator's
+    /// poke, and the KPA's decisions (replicas to run, activator in the path).
+    pub scaling: Arc<Scaling>,
     /// Wall clock for timestamps and deadlines; injectable so tests are deterministic.
     pub clock: fn() -> DateTime<Utc>,
 }

@@ -16,6 +16,9 @@
 //!    our position (`Gone`), a full resync replaces the missed events.
 //! 3. **Platform changes**: the revision key goes to the revision reconcilers; if the
 //!    broadcast lagged, every revision is resynced.
+//!    **Autoscaling wake-ups** ([`crate::autoscaling::Scaling::subscribe`]: the activator
+//!    poked a revision at zero, or the KPA decided a new replica count) go to the
+//!    PodAutoscaler *and* Revision reconcilers at once.
 //! 4. **Periodic resync** every [`RESYNC_PERIOD`], a cheap safety net.
 //!
 //! Each reconciler has its own [`WorkQueue`] and [`DEFAULT_WORKERS`] workers. A worker takes
@@ -100,10 +103,16 @@ impl Controllers {
 
         // Subscribe before the initial list so no platform change falls in between.
         let platform_changes = self.ctx.platform.changes();
+        let scaling_wakes = self.ctx.scaling.subscribe();
         let watch = tokio::spawn(watch_store(router.clone(), stop_rx.clone()));
         let platform = tokio::spawn(watch_platform(
             router.clone(),
             platform_changes,
+            stop_rx.clone(),
+        ));
+        let scaling = tokio::spawn(watch_scaling(
+            router.clone(),
+            scaling_wakes,
             stop_rx.clone(),
         ));
         let resync = tokio::spawn(periodic_resync(router.clone(), self.resync_period, stop_rx));
@@ -126,7 +135,10 @@ impl Controllers {
         for (_, q) in &router.queues {
             q.shutdown();
         }
-        for h in [watch, platform, resync].into_iter().chain(workers) {
+        for h in [watch, platform, scaling, resync]
+            .into_iter()
+            .chain(workers)
+        {
             if let Err(e) = h.await {
                 error!(error = %e, "controller task failed");
             }
@@ -380,6 +392,35 @@ async fn watch_platform(
                 debug!("platform change stream closed");
                 return;
             }
+        }
+    }
+}
+
+/// Autoscaling wake-ups → PodAutoscaler and Revision keys (module doc, step 3).
+async fn watch_scaling(
+    router: Arc<Router>,
+    mut wakes: tokio::sync::broadcast::Receiver<RevisionKey>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        let wake = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            w = wakes.recv() => w,
+        };
+        match wake {
+            Ok(k) => {
+                router.enqueue(&kinds::POD_AUTOSCALER, &k.namespace, &k.name);
+                router.enqueue(&kinds::REVISION, &k.namespace, &k.name);
+            }
+            Err(RecvError::Lagged(n)) => {
+                warn!(missed = n, "autoscaling wake-ups lagged; resyncing");
+                for kind in [&kinds::POD_AUTOSCALER, &kinds::REVISION] {
+                    if let Err(e) = blocking(&router, move |r| r.resync_kind(kind)).await {
+                        warn!(error = %e, "resync after lagged wake-ups failed");
+                    }
+                }
+            }
+            Err(RecvError::Closed) => return,
         }
     }
 }

@@ -259,6 +259,7 @@ pub fn test_context_with(
         config: Arc::new(config),
         platform: platform.clone(),
         routing: Arc::new(ArcSwap::from_pointee(RoutingTable::default())),
+        scaling: Arc::new(crate::autoscaling::Scaling::new(clock)),
         clock,
     };
     (ctx, platform)

@@ -1,1 +1,298 @@
-//! wisp-ingress (being written).
+//! # wisp-ingress — the HTTP front door
+//!
+//! [`Ingress::handle`] is called by the `wisp_net` server of each listener for every
+//! request:
+//!
+//! 1. the request's host ([`host`]: authority or `Host`, lower-cased, no port) is looked up
+//!    in the routing table the route reconciler publishes (an immutable snapshot behind an
+//!    `ArcSwap`, so the lookup takes no lock);
+//! 2. a host is only served by the listener of its visibility: the external listener
+//!    serves `Visibility::External` hosts, the cluster-local listener only
+//!    `Visibility::ClusterLocal` ones (`hello.default.svc.cluster.local`, `hello.default.svc`,
+//!    `hello.default`); anything else is a 404 naming the host;
+//! 3. with `tag-header-based-routing` enabled, a `Knative-Serving-Tag: <tag>` header on the
+//!    route's main host selects that tag's targets (an unknown tag falls back to the main
+//!    split, as Knative's default rule does);
+//! 4. a weighted random pick ([`split`]) chooses the revision;
+//! 5. the revision's backend (`wisp_activator::RevisionBackend`) holds the request while
+//!    the revision has no ready replica, load-balances it over the replicas and proxies it
+//!    through the replica's queue.
+
+pub mod host;
+pub mod split;
+
+use std::{net::SocketAddr, sync::Arc};
+
+use arc_swap::ArcSwap;
+use hyper::{Request, Response, StatusCode, body::Incoming};
+use wisp_activator::Backends;
+use wisp_controller::routing::{HostRoute, RevisionTarget, RoutingTable, Visibility};
+use wisp_net::{Body, ForwardContext, text_response};
+
+/// The header selecting a tag's targets when tag-header routing is enabled.
+pub const TAG_HEADER: &str = "knative-serving-tag";
+
+/// The front door shared by both listeners.
+pub struct Ingress {
+    pub routing: Arc<ArcSwap<RoutingTable>>,
+    pub backends: Arc<Backends>,
+    /// `config-features: tag-header-based-routing`.
+    pub tag_header_routing: bool,
+}
+
+impl std::fmt::Debug for Ingress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ingress")
+            .field("tag_header_routing", &self.tag_header_routing)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a request has no revision to go to.
+#[derive(Debug, PartialEq, Eq)]
+pub enum NoRoute {
+    /// No route serves this host on this listener.
+    UnknownHost,
+    /// The route has no target with traffic (should not happen with a valid route).
+    NoTargets,
+}
+
+/// The targets serving `host` on the `listener` (pure: the routing decision minus the dice).
+pub fn targets<'a>(
+    table: &'a RoutingTable,
+    host: &str,
+    listener: Visibility,
+    tag: Option<&str>,
+) -> Result<&'a [RevisionTarget], NoRoute> {
+    let route: &HostRoute = table
+        .hosts
+        .get(host)
+        .filter(|r| r.visibility == listener)
+        .ok_or(NoRoute::UnknownHost)?;
+    let targets = match tag.and_then(|t| route.tag_targets.get(t)) {
+        Some(t) if route.tag.is_none() => t,
+        _ => &route.targets,
+    };
+    if targets.is_empty() {
+        return Err(NoRoute::NoTargets);
+    }
+    Ok(targets)
+}
+
+impl Ingress {
+    /// Routes and serves one request that arrived from `peer` on the `listener`.
+    pub async fn handle(
+        &self,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        listener: Visibility,
+    ) -> Response<Body> {
+        let host = match host::request_host(&req) {
+            Ok(h) => h,
+            Err(host::HostError::Missing) => {
+                return text_response(StatusCode::BAD_REQUEST, "missing Host header\n");
+            }
+            Err(host::HostError::Invalid) => {
+                return text_response(StatusCode::BAD_REQUEST, "invalid Host header\n");
+            }
+        };
+        let tag = if self.tag_header_routing {
+            req.headers().get(TAG_HEADER).and_then(|v| v.to_str().ok())
+        } else {
+            None
+        };
+        // Pick the revision inside the snapshot's scope, copying out only the names.
+        let backend = {
+            let table = self.routing.load();
+            let target = match targets(&table, &host, listener, tag) {
+                Ok(t) => split::pick(t),
+                Err(NoRoute::UnknownHost) => {
+                    return text_response(
+                        StatusCode::NOT_FOUND,
+                        &format!("no route for host {host:?}\n"),
+                    );
+                }
+                Err(NoRoute::NoTargets) => None,
+            };
+            let Some(target) = target else {
+                return text_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!("route for host {host:?} has no traffic targets\n"),
+                );
+            };
+            match self.backends.get(&target.namespace, &target.revision) {
+                Some(b) => b,
+                None => {
+                    return text_response(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &format!(
+                            "revision \"{}/{}\" is not available yet\n",
+                            target.namespace, target.revision
+                        ),
+                    );
+                }
+            }
+        };
+        let ctx = ForwardContext {
+            client_addr: peer.ip(),
+            scheme: "http",
+            proxied_by_activator: false,
+        };
+        backend.serve(req, ctx).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn target(rev: &str, percent: u32) -> RevisionTarget {
+        RevisionTarget {
+            namespace: "default".into(),
+            revision: rev.into(),
+            percent,
+        }
+    }
+
+    fn table() -> RoutingTable {
+        let main = HostRoute {
+            namespace: "default".into(),
+            route: "hello".into(),
+            tag: None,
+            visibility: Visibility::External,
+            targets: vec![target("hello-00001", 80), target("hello-00002", 20)],
+            tag_targets: BTreeMap::from([
+                ("old".to_string(), vec![target("hello-00001", 100)]),
+                ("new".to_string(), vec![target("hello-00003", 100)]),
+            ]),
+        };
+        let tag = HostRoute {
+            tag: Some("new".into()),
+            targets: vec![target("hello-00003", 100)],
+            tag_targets: BTreeMap::new(),
+            ..main.clone()
+        };
+        let local = HostRoute {
+            visibility: Visibility::ClusterLocal,
+            ..main.clone()
+        };
+        let private = HostRoute {
+            route: "private".into(),
+            visibility: Visibility::ClusterLocal,
+            targets: vec![target("private-00001", 100)],
+            tag_targets: BTreeMap::new(),
+            ..main.clone()
+        };
+        let mut hosts = BTreeMap::new();
+        hosts.insert("hello.default.example.com".to_string(), main);
+        hosts.insert("new-hello.default.example.com".to_string(), tag);
+        for h in [
+            "hello.default.svc.cluster.local",
+            "hello.default.svc",
+            "hello.default",
+        ] {
+            hosts.insert(h.to_string(), local.clone());
+        }
+        hosts.insert("private.default.svc.cluster.local".to_string(), private);
+        RoutingTable { hosts }
+    }
+
+    fn revs(t: Result<&[RevisionTarget], NoRoute>) -> Vec<&str> {
+        t.unwrap().iter().map(|t| t.revision.as_str()).collect()
+    }
+
+    #[test]
+    fn visibility_filters_by_listener() {
+        use Visibility::{ClusterLocal, External};
+        let t = table();
+        assert_eq!(
+            revs(targets(&t, "hello.default.example.com", External, None)),
+            ["hello-00001", "hello-00002"]
+        );
+        assert_eq!(
+            targets(&t, "hello.default.example.com", ClusterLocal, None),
+            Err(NoRoute::UnknownHost)
+        );
+        for h in [
+            "hello.default.svc.cluster.local",
+            "hello.default.svc",
+            "hello.default",
+        ] {
+            assert_eq!(
+                targets(&t, h, External, None),
+                Err(NoRoute::UnknownHost),
+                "{h}"
+            );
+            assert_eq!(revs(targets(&t, h, ClusterLocal, None)).len(), 2, "{h}");
+        }
+        // A cluster-local service is not reachable from outside.
+        assert_eq!(
+            targets(&t, "private.default.svc.cluster.local", External, None),
+            Err(NoRoute::UnknownHost)
+        );
+        assert_eq!(
+            revs(targets(
+                &t,
+                "private.default.svc.cluster.local",
+                ClusterLocal,
+                None
+            )),
+            ["private-00001"]
+        );
+        assert_eq!(
+            targets(&t, "nope.default.example.com", External, None),
+            Err(NoRoute::UnknownHost)
+        );
+    }
+
+    #[test]
+    fn tag_hosts_and_tag_header() {
+        use Visibility::External;
+        let t = table();
+        assert_eq!(
+            revs(targets(&t, "new-hello.default.example.com", External, None)),
+            ["hello-00003"]
+        );
+        assert_eq!(
+            revs(targets(
+                &t,
+                "hello.default.example.com",
+                External,
+                Some("new")
+            )),
+            ["hello-00003"]
+        );
+        assert_eq!(
+            revs(targets(
+                &t,
+                "hello.default.example.com",
+                External,
+                Some("old")
+            )),
+            ["hello-00001"]
+        );
+        // Unknown tags fall back to the main split.
+        assert_eq!(
+            revs(targets(
+                &t,
+                "hello.default.example.com",
+                External,
+                Some("nope")
+            ))
+            .len(),
+            2
+        );
+        // The header only applies to the main host.
+        assert_eq!(
+            revs(targets(
+                &t,
+                "new-hello.default.example.com",
+                External,
+                Some("old")
+            )),
+            ["hello-00003"]
+        );
+    }
+}

@@ -29,9 +29,12 @@ enum Command {
     Delete(cli::delete::DeleteArgs),
     /// Print the output of a service's or revision's replicas.
     Logs(cli::logs::LogsArgs),
+    /// Autoscaling tools: `wisp autoscale simulate` replays a load trace through the KPA.
+    Autoscale(cli::autoscale::AutoscaleArgs),
 }
 
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args).map(|()| true),
@@ -40,6 +43,7 @@ fn main() -> ExitCode {
         Command::Describe(args) => cli::describe::run(args),
         Command::Delete(args) => cli::delete::run(args),
         Command::Logs(args) => cli::logs::run(args),
+        Command::Autoscale(args) => cli::autoscale::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -52,4 +56,22 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `wisp get … | head` closes stdout early; Rust ignores SIGPIPE, so `println!` panics.
+/// Like any Unix tool, end quietly instead (restoring SIGPIPE would need `unsafe`).
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(141); // 128 + SIGPIPE, what a shell reports for a killed writer
+        }
+        default(info);
+    }));
 }

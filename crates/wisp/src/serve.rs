@@ -1,5 +1,6 @@
-//! `wisp serve`: assembles the store and the API server (and, in later issues, the
-//! controllers and the data plane) in one process, and owns the one shutdown path.
+//! `wisp serve`: assembles the store, the API server, the controllers, the process runtime
+//! and the data plane (ingress listeners → activator/backends → replica queues) in one
+//! process, and owns the one shutdown path.
 
 use std::{
     io::Write,
@@ -11,11 +12,18 @@ use std::{
 
 use anyhow::{Context, bail};
 use arc_swap::ArcSwap;
+use wisp_activator::Backends;
 use wisp_api::config::Config;
+use wisp_api::config::Flag;
 use wisp_apiserver::ApiState;
-use wisp_controller::{Controllers, routing::RoutingTable};
+use wisp_controller::{
+    Controllers, Demand,
+    routing::{RoutingTable, Visibility},
+};
+use wisp_ingress::Ingress;
+use wisp_net::ServerOptions;
 use wisp_runtime::{
-    Platform, SharedPlatform,
+    Platform, RevisionKey, SharedPlatform,
     process::{ProcessOptions, ProcessPlatform},
 };
 use wisp_store::Store;
@@ -26,9 +34,17 @@ pub struct ServeArgs {
     /// Address of the REST API (port 0 picks a free port; the chosen address is printed).
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub api_addr: SocketAddr,
-    /// Address of the HTTP ingress.
+    /// Address of the external HTTP ingress (serves external hosts only).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub http_addr: SocketAddr,
+    /// Address of the cluster-local ingress (serves `*.svc.cluster.local`, `*.svc` and
+    /// `name.namespace` hosts only; keep it on loopback).
+    #[arg(long, default_value = "127.0.0.1:8081")]
+    pub local_addr: SocketAddr,
+    /// Requests the activator holds per revision while it has no ready replica (Knative:
+    /// 10000); beyond that they get 503 at once.
+    #[arg(long, default_value_t = wisp_activator::DEFAULT_HOLD_BOUND)]
+    pub activator_queue_depth: usize,
     /// Directory holding the store and the API token.
     #[arg(long, env = "WISP_DATA_DIR", default_value = ".wisp")]
     pub data_dir: PathBuf,
@@ -76,11 +92,22 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
     let platform = ProcessPlatform::new(&args.data_dir.join("run"), ProcessOptions::default())
         .context("starting the process runtime")?;
     let shared: SharedPlatform = platform.clone();
+    // The demand registry is the seam between the activator and the scaler: a request
+    // waiting for a revision asks for a replica through it.
+    let demand = Arc::new(Demand::new(
+        config
+            .autoscaler
+            .stable_window
+            .to_std()
+            .unwrap_or(Duration::from_secs(60)),
+    ));
+    let routing = Arc::new(ArcSwap::from_pointee(RoutingTable::default()));
     let ctx = wisp_controller::Context {
         store: store.clone(),
         config: config.clone(),
         platform: shared.clone(),
-        routing: Arc::new(ArcSwap::from_pointee(RoutingTable::default())),
+        routing: routing.clone(),
+        demand: demand.clone(),
         clock: chrono::Utc::now,
     };
     let (ctl_stop_tx, ctl_stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -89,6 +116,68 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
             let _ = ctl_stop_rx.await;
         }),
     );
+
+    // The data plane: endpoints (kept in line with revisions and replicas), the per-second
+    // stats, and the two ingress listeners.
+    let (dp_stop_tx, dp_stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = dp_stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let poke_demand = demand.clone();
+    let backends = Backends::new(
+        args.activator_queue_depth,
+        Arc::new(move |key: &RevisionKey| {
+            poke_demand.mark(key);
+        }),
+    );
+    let endpoint_sync = tokio::spawn(wisp_activator::sync_endpoints(
+        backends.clone(),
+        store.clone(),
+        shared.clone(),
+        config.clone(),
+        stopped(),
+    ));
+    let stats = tokio::spawn(backends.clone().run_stats(stopped()));
+    let ingress = Arc::new(Ingress {
+        routing,
+        backends,
+        tag_header_routing: config.features.tag_header_based_routing == Flag::Enabled,
+    });
+    let (ingress_stop_tx, ingress_stop_rx) = tokio::sync::watch::channel(false);
+    let mut ingresses = Vec::new();
+    for (addr, visibility, what) in [
+        (args.http_addr, Visibility::External, "ingress"),
+        (
+            args.local_addr,
+            Visibility::ClusterLocal,
+            "cluster-local ingress",
+        ),
+    ] {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding the {what} address {addr}"))?;
+        let bound = listener.local_addr()?;
+        tracing::info!(addr = %bound, "{what} listening");
+        // Tests and scripts read these lines to find ephemeral ports.
+        eprintln!("wisp: {what} listening on http://{bound}");
+        let ingress = ingress.clone();
+        let handler = move |req, peer| {
+            let ingress = ingress.clone();
+            async move { ingress.handle(req, peer, visibility).await }
+        };
+        let mut stop = ingress_stop_rx.clone();
+        ingresses.push(tokio::spawn(wisp_net::serve(
+            listener,
+            ServerOptions::default(),
+            handler,
+            async move {
+                let _ = stop.wait_for(|s| *s).await;
+            },
+        )));
+    }
 
     let state = ApiState {
         store: store.clone(),
@@ -132,9 +221,18 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
 
     shutdown.await;
     eprintln!("wisp: shutting down");
-    // One shutdown path: stop taking API requests, stop reconciling, stop every replica
-    // gracefully, then close the store.
+    // One shutdown path: stop accepting (ingress and API), let in-flight requests finish
+    // (replicas are still up), stop reconciling and the data plane's background tasks,
+    // stop every replica gracefully, then close the store.
+    let _ = ingress_stop_tx.send(true);
     let _ = stop_tx.send(true);
+    for h in ingresses {
+        match h.await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "ingress server"),
+            Err(e) => tracing::warn!(error = %e, "ingress server task"),
+        }
+    }
     // Watches never end on their own; past the grace period they are cut.
     match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
         Ok(joined) => joined.context("API server task")?.context("API server")?,
@@ -142,6 +240,9 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
     }
     let _ = ctl_stop_tx.send(());
     let _ = controllers.await;
+    let _ = dp_stop_tx.send(true);
+    let _ = endpoint_sync.await;
+    let _ = stats.await;
     platform.shutdown().await;
     if let Err(e) = store.checkpoint() {
         tracing::warn!(error = %e, "store checkpoint on shutdown");

@@ -12,6 +12,7 @@
 pub mod resources;
 
 use wisp_api::{
+    autoscaling::PodAutoscaler,
     kinds::{self, ResourceKind},
     serving::Revision,
 };
@@ -47,15 +48,25 @@ impl Reconciler for RevisionReconciler {
         };
         let now = (ctx.clock)();
 
-        // The seam for the autoscaler: it will supply the PodAutoscaler's desired scale.
-        let desired = resources::desired_scale(&rev, &ctx.config.autoscaler);
+        // The replica count is the KPA's (the PodAutoscaler reconciler publishes it in
+        // `ctx.scaling` and wakes this reconciler when it changes); before the KPA's first
+        // reconcile of this revision, its initial scale.
+        let kpa = ctx.scaling.scale(&key).map(|s| s.replicas);
+        let desired = resources::replicas(&rev, &ctx.config.autoscaler, kpa);
         let spec = resources::replica_spec(&rev, &ctx.config)
             .ok_or_else(|| ReconcileError::Other(format!("revision {key} has no container")))?;
         ctx.platform.scale(&spec, desired);
 
         let replicas = ctx.platform.replicas(&key);
         let deadline = resources::progress_deadline(&rev, &ctx.config);
-        let (status, requeue) = resources::compute_status(&rev, &replicas, desired, deadline, now);
+        let (mut status, requeue) =
+            resources::compute_status(&rev, &replicas, desired, deadline, now);
+        if let Some(pa) = objects::get::<PodAutoscaler>(&ctx.store, namespace, name)?
+            .filter(|pa| objects::is_controlled_by(&pa.metadata, &rev.metadata.uid))
+            .and_then(|pa| pa.status)
+        {
+            resources::propagate_autoscaler_status(&mut status, &pa, now);
+        }
         if rev.status.as_ref() != Some(&status) {
             let mut updated = rev;
             updated.status = Some(status);
@@ -145,6 +156,52 @@ mod tests {
             .reconcile(&ctx, "default", "hello-00001")
             .unwrap();
         assert_eq!(ready_of(&ctx), (False, "ExitCode1".into()));
+    }
+
+    #[test]
+    fn kpa_decision_sets_the_replicas() {
+        let (ctx, platform) = testing::test_context();
+        let mut rev = testing::revision("default", "zero-00001", "zero", 1);
+        rev.metadata
+            .annotations
+            .insert("autoscaling.knative.dev/initial-scale".into(), "0".into());
+        testing::insert(&ctx, &rev);
+        let key = RevisionKey::new("default", "zero-00001");
+        RevisionReconciler
+            .reconcile(&ctx, "default", "zero-00001")
+            .unwrap();
+        assert_eq!(platform.scale_of(&key), Some(0));
+
+        let kpa = |replicas| crate::autoscaling::RevisionScale {
+            replicas,
+            want: replicas as i32,
+            mode: crate::autoscaling::RoutingMode::Proxy,
+            excess_burst_capacity: -1,
+            num_activators: 2,
+        };
+        ctx.scaling.publish(&key, kpa(3));
+        RevisionReconciler
+            .reconcile(&ctx, "default", "zero-00001")
+            .unwrap();
+        assert_eq!(platform.scale_of(&key), Some(3));
+        ctx.scaling.publish(&key, kpa(0));
+        RevisionReconciler
+            .reconcile(&ctx, "default", "zero-00001")
+            .unwrap();
+        assert_eq!(platform.scale_of(&key), Some(0));
+
+        // Reserve revisions are unreachable: zero at once, whatever the KPA says.
+        ctx.scaling.publish(&key, kpa(2));
+        let mut rev: Revision = testing::fetch(&ctx, "default", "zero-00001");
+        rev.metadata.labels.insert(
+            crate::names::label::ROUTING_STATE.into(),
+            crate::names::routing_state::RESERVE.into(),
+        );
+        objects::update(&ctx.store, &rev).unwrap();
+        RevisionReconciler
+            .reconcile(&ctx, "default", "zero-00001")
+            .unwrap();
+        assert_eq!(platform.scale_of(&key), Some(0));
     }
 
     #[test]

@@ -65,13 +65,7 @@ fn annotation_i32(annotations: &BTreeMap<String, String>, keys: &[&str]) -> Opti
 /// Knative, its min-scale no longer applies and it goes to zero (Knative's KPA gets there
 /// after a stable window; without an autoscaler yet, wisp does so at once).
 pub fn desired_scale(rev: &Revision, cfg: &AutoscalerConfig) -> u32 {
-    if rev
-        .metadata
-        .labels
-        .get(crate::names::label::ROUTING_STATE)
-        .map(String::as_str)
-        == Some(crate::names::routing_state::RESERVE)
-    {
+    if is_reserve(rev) {
         return 0;
     }
     let a = &rev.metadata.annotations;
@@ -83,6 +77,42 @@ pub fn desired_scale(rev: &Revision, cfg: &AutoscalerConfig) -> u32 {
         n = n.min(max);
     }
     n.unsigned_abs()
+}
+
+/// Whether no route references the revision any more (`routingState: reserve`).
+pub fn is_reserve(rev: &Revision) -> bool {
+    rev.metadata
+        .labels
+        .get(crate::names::label::ROUTING_STATE)
+        .map(String::as_str)
+        == Some(crate::names::routing_state::RESERVE)
+}
+
+/// The replicas to run: 0 for a reserve revision (unreachable: wisp does not wait a stable
+/// window to stop what no route can reach), else the KPA's count once it has one, else the
+/// initial scale ([`desired_scale`]).
+pub fn replicas(rev: &Revision, cfg: &AutoscalerConfig, kpa: Option<u32>) -> u32 {
+    if is_reserve(rev) {
+        return 0;
+    }
+    kpa.unwrap_or_else(|| desired_scale(rev, cfg))
+}
+
+/// Knative's `PropagateAutoscalerStatus`: the revision's `Active` condition mirrors the
+/// PodAutoscaler's, and `desiredReplicas` is the PA's `desiredScale` once it is known
+/// (≥ 0; before the first decision it stays the replica count being applied).
+pub fn propagate_autoscaler_status(
+    st: &mut RevisionStatus,
+    pa: &wisp_api::autoscaling::PodAutoscalerStatus,
+    now: DateTime<Utc>,
+) {
+    if let Some(c) = pa.status.condition(ACTIVE) {
+        let (cs, reason, message) = (c.status, c.reason.clone(), c.message.clone());
+        conditions::set(&mut st.status, ACTIVE, cs, &reason, &message, now);
+    }
+    if let Some(d) = pa.desired_scale.filter(|d| *d >= 0) {
+        st.desired_replicas = Some(d);
+    }
 }
 
 /// The revision's progress deadline: its annotation, else `config-deployment`.

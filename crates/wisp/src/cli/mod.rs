@@ -5,6 +5,7 @@
 //! pure logic behind it (row building, apply bodies, owner chains) with table tests.
 
 pub mod apply;
+pub mod autoscale;
 pub mod client;
 pub mod delete;
 pub mod describe;

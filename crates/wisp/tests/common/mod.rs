@@ -15,6 +15,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Server {
     child: Option<Child>,
     pub addr: String,
+    /// The external ingress (`host:port`).
+    pub http_addr: String,
+    /// The cluster-local ingress (`host:port`).
+    pub local_addr: String,
     pub data_dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
     pub token: String,
@@ -38,6 +42,8 @@ impl Server {
         let mut s = Server {
             child: None,
             addr: String::new(),
+            http_addr: String::new(),
+            local_addr: String::new(),
             data_dir,
             _tmp: Some(tmp),
             token: String::new(),
@@ -51,6 +57,7 @@ impl Server {
         let mut child = Command::new(wisp_bin())
             .arg("serve")
             .args(["--api-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+            .args(["--local-addr", "127.0.0.1:0"])
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(&self.extra_args)
@@ -62,22 +69,35 @@ impl Server {
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
+            // The ingress lines come before the API line; all three are sent once the API
+            // line arrives.
+            let (mut http, mut local) = (String::new(), String::new());
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(a) = line.strip_prefix("wisp: ingress listening on http://") {
+                    http = a.trim().to_string();
+                }
+                if let Some(a) =
+                    line.strip_prefix("wisp: cluster-local ingress listening on http://")
+                {
+                    local = a.trim().to_string();
+                }
                 if let Some(addr) = line.strip_prefix("wisp: API listening on http://")
                     && let Some(tx) = tx.take()
                 {
-                    let _ = tx.send(addr.trim().to_string());
+                    let _ = tx.send((addr.trim().to_string(), http.clone(), local.clone()));
                 }
                 if std::env::var_os("WISP_TEST_LOG").is_some() {
                     eprintln!("[wisp] {line}");
                 }
             }
         });
-        let addr = rx
+        let (addr, http, local) = rx
             .recv_timeout(START_TIMEOUT)
             .expect("wisp serve did not report its API address");
         self.addr = addr;
+        self.http_addr = http;
+        self.local_addr = local;
         self.token = std::fs::read_to_string(self.data_dir.join("token"))
             .expect("token file")
             .trim()

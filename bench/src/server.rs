@@ -1,0 +1,216 @@
+//! A fresh `wisp serve` for one benchmark run.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+    sync::mpsc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use nix::{sys::signal::Signal, unistd::Pid};
+
+use crate::{api::Api, procfs};
+
+/// The line `wisp serve` prints on stderr once its API accepts connections.
+const LISTENING: &str = "wisp: API listening on ";
+
+/// How to start the server.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The `wisp` binary.
+    pub wisp: PathBuf,
+    /// A `--config` file (Knative ConfigMap names as top-level keys), if any.
+    pub config: Option<PathBuf>,
+    /// How long to wait for the "API listening" line.
+    pub start_timeout: Duration,
+    /// How long `stop` waits after SIGTERM before it sends SIGKILL.
+    pub stop_timeout: Duration,
+}
+
+impl Options {
+    pub fn new(wisp: PathBuf) -> Self {
+        Options {
+            wisp,
+            config: None,
+            start_timeout: Duration::from_secs(20),
+            stop_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A running `wisp serve` on a temporary data dir (removed when this is dropped).
+///
+/// Dropping it without [`Server::stop`] still stops the server (and kills leftovers), so a
+/// benchmark that fails half-way leaves no process behind.
+#[derive(Debug)]
+pub struct Server {
+    child: Option<Child>,
+    api: Api,
+    data_dir: tempfile::TempDir,
+    log_path: PathBuf,
+    stop_timeout: Duration,
+}
+
+/// What [`Server::stop`] observed.
+#[derive(Debug, Clone)]
+pub struct StopReport {
+    /// From SIGTERM to the exit of `wisp serve`.
+    pub took: Duration,
+    /// The exit status, e.g. `exit status: 0`.
+    pub status: String,
+    /// Whether SIGKILL was needed (the server did not exit within the timeout).
+    pub killed: bool,
+    /// Replicas still alive after wisp exited (then killed by us); should be 0.
+    pub leftovers: usize,
+}
+
+impl Server {
+    /// Starts `wisp serve --api-addr 127.0.0.1:0 --http-addr 127.0.0.1:0` on a new
+    /// temporary data dir and waits for its API. Its stderr goes to `wisp.log` in the data
+    /// dir (see [`Server::log_path`]); `RUST_LOG` is passed through.
+    pub fn start(opts: &Options) -> anyhow::Result<Server> {
+        let data_dir = tempfile::Builder::new()
+            .prefix("wisp-bench-")
+            .tempdir()
+            .context("creating a temporary data dir")?;
+        let mut cmd = Command::new(&opts.wisp);
+        cmd.arg("serve")
+            .args(["--api-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+            .arg("--data-dir")
+            .arg(data_dir.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(config) = &opts.config {
+            cmd.arg("--config").arg(config);
+        }
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting {}", opts.wisp.display()))?;
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let log_path = data_dir.path().join("wisp.log");
+        let mut log = std::fs::File::create(&log_path)
+            .with_context(|| format!("creating {}", log_path.display()))?;
+
+        // One thread copies stderr to the log for the whole run and reports the address.
+        let (tx, rx) = mpsc::channel::<String>();
+        std::thread::spawn(move || {
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                let _ = writeln!(log, "{line}");
+                if let Some(addr) = line.strip_prefix(LISTENING)
+                    && let Some(tx) = tx.take()
+                {
+                    let _ = tx.send(addr.trim().to_string());
+                }
+            }
+        });
+
+        let mut server = Server {
+            child: Some(child),
+            api: Api::new("http://unknown", "")?,
+            data_dir,
+            log_path,
+            stop_timeout: opts.stop_timeout,
+        };
+        let url = match rx.recv_timeout(opts.start_timeout) {
+            Ok(url) => url,
+            Err(_) => bail!(
+                "wisp serve did not print {LISTENING:?} within {:?}; log:\n{}",
+                opts.start_timeout,
+                server.log_tail(20)
+            ),
+        };
+        let token = std::fs::read_to_string(server.data_dir.path().join("token"))
+            .context("reading the API token")?;
+        server.api = Api::new(&url, token.trim())?;
+        Ok(server)
+    }
+
+    /// The API client (base URL and token of this server).
+    pub fn api(&self) -> &Api {
+        &self.api
+    }
+
+    /// The pid of `wisp serve`.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        self.data_dir.path()
+    }
+
+    /// The server's stderr so far.
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
+    }
+
+    /// The last `n` lines of the server's stderr.
+    pub fn log_tail(&self, n: usize) -> String {
+        let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(n)..].join("\n")
+    }
+
+    /// The server's replicas: its child processes.
+    pub fn replicas(&self) -> Vec<procfs::Proc> {
+        procfs::children(self.pid())
+    }
+
+    /// SIGTERM, then waits (up to the stop timeout, then SIGKILL) for wisp to exit, and
+    /// checks that no replica outlived it (killing any that did).
+    pub fn stop(mut self) -> anyhow::Result<StopReport> {
+        self.stop_inner()
+    }
+
+    fn stop_inner(&mut self) -> anyhow::Result<StopReport> {
+        let Some(mut child) = self.child.take() else {
+            bail!("already stopped");
+        };
+        let pid = Pid::from_raw(child.id() as i32);
+        // Replicas are their own process groups: remember them to check on them afterwards.
+        let replicas = procfs::children(child.id());
+        let start = Instant::now();
+        nix::sys::signal::kill(pid, Signal::SIGTERM).context("sending SIGTERM to wisp")?;
+        let mut killed = false;
+        let status = loop {
+            if let Some(status) = child.try_wait()? {
+                break status;
+            }
+            if start.elapsed() > self.stop_timeout && !killed {
+                let _ = nix::sys::signal::kill(pid, Signal::SIGKILL);
+                killed = true;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        };
+        let took = start.elapsed();
+        // Replicas that are still alive (not a recycled pid: same start time) are killed.
+        let mut leftovers = 0;
+        for p in replicas.iter().filter(|p| p.is_alive()) {
+            leftovers += 1;
+            let _ = nix::sys::signal::killpg(Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+            let _ = nix::sys::signal::kill(Pid::from_raw(p.pid as i32), Signal::SIGKILL);
+        }
+        Ok(StopReport {
+            took,
+            status: status.to_string(),
+            killed,
+            leftovers,
+        })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if self.child.is_some() {
+            self.stop_timeout = self.stop_timeout.min(Duration::from_secs(10));
+            if let Err(e) = self.stop_inner() {
+                eprintln!("stopping wisp: {e:#}");
+            }
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! [`Backends`]: the endpoints registry — every revision's [`RevisionBackend`] by namespace
+//! and name, in an immutable map swapped atomically (the request path reads it without a
+//! lock) — and the per-second stats the autoscaler will read.
+
+use std::{collections::HashMap, sync::Arc, time::Duration};
+
+use arc_swap::ArcSwap;
+use tokio::{sync::watch, time::Instant};
+use wisp_queue::{QueueConfig, Stat};
+use wisp_runtime::{ReplicaStatus, RevisionKey};
+
+use crate::backend::{Poke, RevisionBackend};
+
+/// Knative's activator queue depth per revision.
+pub const DEFAULT_HOLD_BOUND: usize = 10_000;
+
+/// How often the stats are reported (Knative's queue-proxy and activator: 1 s).
+pub const STATS_PERIOD: Duration = Duration::from_secs(1);
+
+type Map = HashMap<String, HashMap<String, Arc<RevisionBackend>>>;
+
+/// One replica's report.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplicaStat {
+    pub revision: RevisionKey,
+    pub stat: Stat,
+}
+
+/// The activator's own figures for one revision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RevisionStat {
+    pub revision: RevisionKey,
+    /// Requests held (waiting for a replica) right now.
+    pub waiting: usize,
+    /// Requests that had to be held during the last interval.
+    pub held: u64,
+    /// Requests that arrived during the last interval.
+    pub requests: u64,
+    /// Ready replicas now.
+    pub ready_replicas: usize,
+}
+
+/// Everything reported in one interval.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Stats {
+    /// When the report was taken (None before the first one).
+    pub at: Option<Instant>,
+    /// Every live replica queue's report (Knative's per-pod `Stat`).
+    pub replicas: Vec<ReplicaStat>,
+    /// Every revision's activator figures.
+    pub revisions: Vec<RevisionStat>,
+}
+
+impl Stats {
+    /// The summed average concurrency of a revision's replicas.
+    pub fn concurrency(&self, ns: &str, rev: &str) -> f64 {
+        self.replicas
+            .iter()
+            .filter(|s| s.revision.namespace == ns && s.revision.name == rev)
+            .map(|s| s.stat.average_concurrency)
+            .sum()
+    }
+
+    pub fn revision(&self, ns: &str, rev: &str) -> Option<&RevisionStat> {
+        self.revisions
+            .iter()
+            .find(|s| s.revision.namespace == ns && s.revision.name == rev)
+    }
+}
+
+/// The endpoints registry.
+pub struct Backends {
+    map: ArcSwap<Map>,
+    hold_bound: usize,
+    poke: Poke,
+    stats: watch::Sender<Arc<Stats>>,
+}
+
+impl std::fmt::Debug for Backends {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backends")
+            .field("revisions", &self.len())
+            .field("hold_bound", &self.hold_bound)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Backends {
+    /// An empty registry; each revision holds at most `hold_bound` requests while it has no
+    /// replica, and `poke` is called when a request has to wait (and once a second while
+    /// a revision has traffic, so the demand does not lapse while it is being served).
+    pub fn new(hold_bound: usize, poke: Poke) -> Arc<Backends> {
+        Arc::new(Backends {
+            map: ArcSwap::from_pointee(HashMap::new()),
+            hold_bound: hold_bound.max(1),
+            poke,
+            stats: watch::channel(Arc::new(Stats::default())).0,
+        })
+    }
+
+    /// The backend of a revision (lock-free).
+    pub fn get(&self, namespace: &str, revision: &str) -> Option<Arc<RevisionBackend>> {
+        self.map.load().get(namespace)?.get(revision).cloned()
+    }
+
+    /// Every backend.
+    pub fn all(&self) -> Vec<Arc<RevisionBackend>> {
+        self.map
+            .load()
+            .values()
+            .flat_map(|m| m.values().cloned())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.load().values().map(HashMap::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The backend of `key`, created with `cfg` if missing (a revision's settings never
+    /// change: revisions are immutable). Returns it and whether it was created.
+    pub fn ensure(&self, key: &RevisionKey, cfg: &QueueConfig) -> (Arc<RevisionBackend>, bool) {
+        if let Some(b) = self.get(&key.namespace, &key.name) {
+            return (b, false);
+        }
+        let fresh = Arc::new(RevisionBackend::new(
+            key.clone(),
+            cfg.clone(),
+            self.hold_bound,
+            self.poke.clone(),
+        ));
+        let mut created = false;
+        self.map.rcu(|old| {
+            let mut next = Map::clone(old);
+            let ns = next.entry(key.namespace.clone()).or_default();
+            created = !ns.contains_key(&key.name);
+            ns.entry(key.name.clone()).or_insert_with(|| fresh.clone());
+            next
+        });
+        let b = self.get(&key.namespace, &key.name).expect("just inserted");
+        (b, created)
+    }
+
+    /// Removes a revision's backend; its held requests end with 503.
+    pub fn remove(&self, key: &RevisionKey) -> Option<Arc<RevisionBackend>> {
+        self.get(&key.namespace, &key.name)?;
+        let mut removed = None;
+        self.map.rcu(|old| {
+            let mut next = Map::clone(old);
+            removed = next
+                .get_mut(&key.namespace)
+                .and_then(|m| m.remove(&key.name));
+            if next.get(&key.namespace).is_some_and(HashMap::is_empty) {
+                next.remove(&key.namespace);
+            }
+            next
+        });
+        if let Some(b) = &removed {
+            b.close();
+        }
+        removed
+    }
+
+    /// Updates the replicas of `key` (no-op if the revision has no backend).
+    pub fn set_replicas(&self, key: &RevisionKey, replicas: &[ReplicaStatus]) {
+        if let Some(b) = self.get(&key.namespace, &key.name) {
+            b.set_replicas(replicas);
+        }
+    }
+
+    /// The latest per-second stats (the autoscaler of the next issue reads this).
+    pub fn stats(&self) -> watch::Receiver<Arc<Stats>> {
+        self.stats.subscribe()
+    }
+
+    /// Reports stats every [`STATS_PERIOD`] until `shutdown` resolves. Each tick also pokes
+    /// every revision that had requests or has waiters, keeping its demand alive.
+    pub async fn run_stats(self: Arc<Self>, shutdown: impl std::future::Future<Output = ()>) {
+        let mut last: HashMap<RevisionKey, (u64, u64)> = HashMap::new();
+        let mut tick = tokio::time::interval(STATS_PERIOD);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await;
+        let mut shutdown = std::pin::pin!(shutdown);
+        loop {
+            tokio::select! {
+                _ = &mut shutdown => return,
+                _ = tick.tick() => {}
+            }
+            let stats = self.report(Instant::now(), &mut last);
+            for r in &stats.revisions {
+                if r.waiting > 0 || r.requests > 0 {
+                    (self.poke)(&r.revision);
+                }
+            }
+            self.stats.send_replace(Arc::new(stats));
+        }
+    }
+
+    /// One report; `last` carries each revision's counters from the previous one.
+    pub fn report(&self, now: Instant, last: &mut HashMap<RevisionKey, (u64, u64)>) -> Stats {
+        let mut stats = Stats {
+            at: Some(now),
+            ..Stats::default()
+        };
+        let mut seen = HashMap::new();
+        for b in self.all() {
+            let key = b.key().clone();
+            for q in b.known() {
+                stats.replicas.push(ReplicaStat {
+                    revision: key.clone(),
+                    stat: q.report(now),
+                });
+            }
+            let (held, requests) = (b.hold().held_total(), b.requests_total());
+            let (held0, requests0) = last.get(&key).copied().unwrap_or((0, 0));
+            stats.revisions.push(RevisionStat {
+                revision: key.clone(),
+                waiting: b.hold().waiting(),
+                held: held.saturating_sub(held0),
+                requests: requests.saturating_sub(requests0),
+                ready_replicas: b.ready().len(),
+            });
+            seen.insert(key, (held, requests));
+        }
+        *last = seen;
+        stats
+    }
+}

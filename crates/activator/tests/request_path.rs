@@ -1,0 +1,277 @@
+//! The request path of a revision backend against real sockets on 127.0.0.1: a tiny
+//! upstream app per replica, a front server (`wisp_net::serve`) calling
+//! `RevisionBackend::serve`, and a plain hyper client. Every wait is bounded.
+
+use std::{
+    convert::Infallible,
+    net::SocketAddr,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty};
+use hyper::{Request, Response, body::Incoming, service::service_fn};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use tokio::net::TcpListener;
+use wisp_activator::{Backends, RevisionBackend};
+use wisp_net::{ForwardContext, Protocol, ServerOptions};
+use wisp_queue::QueueConfig;
+use wisp_runtime::{ReplicaPhase, ReplicaStatus, RevisionKey};
+
+async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(10), fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out: {what}"))
+}
+
+/// An app answering `name` after `?sleep=MS`, counting requests in flight at once.
+struct App {
+    addr: SocketAddr,
+    max_concurrent: Arc<AtomicUsize>,
+}
+
+async fn app(name: &'static str) -> App {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let now = Arc::new(AtomicUsize::new(0));
+    let max_concurrent = Arc::new(AtomicUsize::new(0));
+    let (now2, max2) = (now.clone(), max_concurrent.clone());
+    tokio::spawn(async move {
+        loop {
+            let Ok((stream, _)) = listener.accept().await else {
+                return;
+            };
+            let (now, max) = (now2.clone(), max2.clone());
+            tokio::spawn(async move {
+                let svc = service_fn(move |req: Request<Incoming>| {
+                    let (now, max) = (now.clone(), max.clone());
+                    async move {
+                        let n = now.fetch_add(1, Ordering::SeqCst) + 1;
+                        max.fetch_max(n, Ordering::SeqCst);
+                        let ms: u64 = req
+                            .uri()
+                            .query()
+                            .and_then(|q| q.strip_prefix("sleep="))
+                            .and_then(|v| v.parse().ok())
+                            .unwrap_or(0);
+                        tokio::time::sleep(Duration::from_millis(ms)).await;
+                        now.fetch_sub(1, Ordering::SeqCst);
+                        Ok::<_, Infallible>(Response::new(http_body_util::Full::new(Bytes::from(
+                            name,
+                        ))))
+                    }
+                });
+                let _ = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new())
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    App {
+        addr,
+        max_concurrent,
+    }
+}
+
+/// An address nobody listens on.
+async fn dead_addr() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    l.local_addr().unwrap()
+}
+
+fn cfg(cc: u32, timeout: Duration) -> QueueConfig {
+    QueueConfig {
+        container_concurrency: cc,
+        timeout,
+        response_start_timeout: None,
+        idle_timeout: None,
+        protocol: Protocol::Http1,
+    }
+}
+
+fn replica(name: &str, addr: SocketAddr) -> ReplicaStatus {
+    ReplicaStatus {
+        name: name.into(),
+        address: addr,
+        phase: ReplicaPhase::Ready,
+        restarts: 0,
+        last_exit: None,
+        failure: None,
+    }
+}
+
+struct Front {
+    addr: SocketAddr,
+    backend: Arc<RevisionBackend>,
+    backends: Arc<Backends>,
+    pokes: Arc<AtomicUsize>,
+}
+
+/// A front server sending every request to one revision backend.
+async fn front(cfg: QueueConfig, hold_bound: usize) -> Front {
+    let pokes = Arc::new(AtomicUsize::new(0));
+    let p = pokes.clone();
+    let backends = Backends::new(
+        hold_bound,
+        Arc::new(move |_: &RevisionKey| {
+            p.fetch_add(1, Ordering::SeqCst);
+        }),
+    );
+    let (backend, created) = backends.ensure(&RevisionKey::new("default", "rev-1"), &cfg);
+    assert!(created);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let b = backend.clone();
+    tokio::spawn(wisp_net::serve(
+        listener,
+        ServerOptions::default(),
+        move |req, peer: SocketAddr| {
+            let b = b.clone();
+            async move {
+                let ctx = ForwardContext {
+                    client_addr: peer.ip(),
+                    scheme: "http",
+                    proxied_by_activator: false,
+                };
+                b.serve(req, ctx).await
+            }
+        },
+        std::future::pending(),
+    ));
+    Front {
+        addr,
+        backend,
+        backends,
+        pokes,
+    }
+}
+
+/// GET `path` on a fresh connection → (status, body).
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut send, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(conn);
+    let req = Request::get(path)
+        .header("host", "rev-1.default")
+        .body(Empty::<Bytes>::new())
+        .unwrap();
+    let resp = send.send_request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let body = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&body).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serves_through_a_ready_replica() {
+    let a = app("a").await;
+    let f = front(cfg(0, Duration::from_secs(10)), 10).await;
+    f.backend.set_replicas(&[replica("a", a.addr)]);
+    assert_eq!(within("get", get(f.addr, "/")).await, (200, "a".into()));
+    assert_eq!(
+        f.pokes.load(Ordering::SeqCst),
+        0,
+        "no poke with a replica ready"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn held_until_a_replica_is_ready_then_released() {
+    let f = front(cfg(0, Duration::from_secs(10)), 100).await;
+    let mut reqs = Vec::new();
+    for _ in 0..5 {
+        reqs.push(tokio::spawn(get(f.addr, "/")));
+    }
+    within("all held", async {
+        while f.backend.hold().waiting() < 5 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    assert!(f.pokes.load(Ordering::SeqCst) >= 1, "a held request pokes");
+    let a = app("a").await;
+    f.backend.set_replicas(&[replica("a", a.addr)]);
+    for r in reqs {
+        assert_eq!(within("released", r).await.unwrap(), (200, "a".into()));
+    }
+    assert_eq!(f.backend.hold().waiting(), 0);
+    assert_eq!(f.backend.hold().held_total(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hold_queue_is_bounded_and_times_out() {
+    let f = front(cfg(0, Duration::from_millis(800)), 2).await;
+    let held: Vec<_> = (0..2).map(|_| tokio::spawn(get(f.addr, "/"))).collect();
+    within("two held", async {
+        while f.backend.hold().waiting() < 2 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    // The third is refused at once.
+    let t = std::time::Instant::now();
+    let (st, body) = within("refused", get(f.addr, "/")).await;
+    assert_eq!((st, body.as_str()), (503, "activator queue full"));
+    assert!(t.elapsed() < Duration::from_millis(300));
+    // The held ones end at the revision's timeout.
+    for h in held {
+        let (st, body) = within("timed out", h).await.unwrap();
+        assert_eq!((st, body.as_str()), (504, "activator request timeout"));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unreached_replicas_are_skipped() {
+    let a = app("a").await;
+    let dead = dead_addr().await;
+    // CC 1: first available; the dead replica comes first in name order.
+    let f = front(cfg(1, Duration::from_secs(10)), 10).await;
+    f.backend
+        .set_replicas(&[replica("a-dead", dead), replica("b-live", a.addr)]);
+    for _ in 0..5 {
+        assert_eq!(within("get", get(f.addr, "/")).await, (200, "a".into()));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn container_concurrency_caps_each_replica_and_stats_report_load() {
+    let (a, b) = (app("a").await, app("b").await);
+    let f = front(cfg(2, Duration::from_secs(10)), 10).await;
+    f.backend
+        .set_replicas(&[replica("a", a.addr), replica("b", b.addr)]);
+    let mut stats = f.backends.stats();
+    let stats_task = tokio::spawn(f.backends.clone().run_stats(std::future::pending()));
+    // 8 concurrent requests over 2 replicas with CC 2: never more than 2 at once at either.
+    let reqs: Vec<_> = (0..8)
+        .map(|_| tokio::spawn(get(f.addr, "/?sleep=300")))
+        .collect();
+    let mut seen = std::collections::BTreeMap::new();
+    for r in reqs {
+        let (st, body) = within("served", r).await.unwrap();
+        assert_eq!(st, 200);
+        *seen.entry(body).or_insert(0) += 1;
+    }
+    assert!(a.max_concurrent.load(Ordering::SeqCst) <= 2);
+    assert!(b.max_concurrent.load(Ordering::SeqCst) <= 2);
+    assert_eq!(seen.len(), 2, "both replicas served: {seen:?}");
+    // The per-second report saw the load.
+    let s = within("a report with load", async {
+        loop {
+            stats.changed().await.unwrap();
+            let s = stats.borrow_and_update().clone();
+            if s.concurrency("default", "rev-1") > 0.0 {
+                return s;
+            }
+        }
+    })
+    .await;
+    let r = s.revision("default", "rev-1").unwrap();
+    assert_eq!(r.ready_replicas, 2);
+    assert_eq!(s.replicas.len(), 2);
+    stats_task.abort();
+}

@@ -1,0 +1,183 @@
+//! The PodAutoscaler reconciler: Knative's KPA (reference §9) driving wisp's revisions.
+//!
+//! For every Revision it keeps a PodAutoscaler of the same name (created here, controlled
+//! by the revision, so it is deleted with it) and, in memory, the revision's KPA state
+//! ([`resources::KpaState`]: decider + scaler). Each reconcile:
+//!
+//! 1. brings the PA in line with the revision (labels, annotations, spec; reachability
+//!    follows the revision's `routingState`),
+//! 2. resolves the [`DeciderSpec`](wisp_autoscaler::DeciderSpec) from the PA's annotations,
+//!    containerConcurrency and `config-autoscaler`,
+//! 3. decides when the 2 s tick is due — the reconcile requeues itself for the next tick, so
+//!    the queue *is* the ticker — or at once when the activator poked a revision at zero,
+//!    reading the stable/panic averages from the collector in [`Scaling`],
+//! 4. runs the scaler (bounds, initial scale, the scale-to-zero sequence, activation
+//!    timeout), publishes the replica count and the routing mode in [`Scaling`] (waking the
+//!    Revision reconciler when the count changed: it is the one calling `Platform::scale`),
+//! 5. writes the PA status: `desiredScale`, `actualScale`, `Active`,
+//!    `ScaleTargetInitialized`, `SKSReady` and `Ready` (reference §5).
+//!
+//! When the revision is gone the state is dropped (the store already cascade-deleted the
+//! PA through its owner reference).
+
+pub mod resources;
+pub mod scaling;
+
+use std::{
+    collections::HashMap,
+    sync::{Mutex, MutexGuard},
+};
+
+use wisp_api::{
+    autoscaling::PodAutoscaler,
+    kinds::{self, ResourceKind},
+    serving::Revision,
+};
+use wisp_runtime::{ReplicaPhase, RevisionKey};
+
+use crate::{
+    objects,
+    reconciler::{Action, Context, ReconcileError, Reconciler},
+};
+pub use resources::KpaState;
+pub use scaling::{RevisionScale, RoutingMode, Scaling, since_epoch};
+
+/// Reconciles `podautoscalers.autoscaling.internal.knative.dev`.
+#[derive(Debug, Default)]
+pub struct PodAutoscalerReconciler {
+    states: Mutex<HashMap<RevisionKey, KpaState>>,
+}
+
+impl PodAutoscalerReconciler {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn states(&self) -> MutexGuard<'_, HashMap<RevisionKey, KpaState>> {
+        self.states.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A copy of a revision's KPA state (for tests and diagnostics).
+    pub fn state(&self, key: &RevisionKey) -> Option<KpaState> {
+        self.states().get(key).cloned()
+    }
+
+    fn forget(&self, ctx: &Context, key: &RevisionKey) {
+        self.states().remove(key);
+        ctx.scaling.forget(key);
+    }
+}
+
+/// Ready replicas of a revision.
+pub fn ready_replicas(ctx: &Context, key: &RevisionKey) -> u32 {
+    let n = ctx
+        .platform
+        .replicas(key)
+        .iter()
+        .filter(|r| r.phase == ReplicaPhase::Ready)
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl Reconciler for PodAutoscalerReconciler {
+    fn kind(&self) -> &'static ResourceKind {
+        &kinds::POD_AUTOSCALER
+    }
+
+    fn reconcile(
+        &self,
+        ctx: &Context,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Action, ReconcileError> {
+        let key = RevisionKey::new(namespace, name);
+        let rev = match objects::get::<Revision>(&ctx.store, namespace, name)? {
+            Some(rev) if rev.metadata.deletion_timestamp.is_none() => rev,
+            _ => {
+                self.forget(ctx, &key);
+                return Ok(Action::Done);
+            }
+        };
+
+        let want = resources::make_pa(&rev);
+        let pa = match objects::get::<PodAutoscaler>(&ctx.store, namespace, name)? {
+            None => objects::create(&ctx.store, &want)?,
+            Some(pa) if !objects::is_controlled_by(&pa.metadata, &rev.metadata.uid) => {
+                // Someone else's object (Knative: NotOwned): leave it alone.
+                tracing::warn!(pa = %key, "PodAutoscaler not controlled by its revision; ignored");
+                self.forget(ctx, &key);
+                return Ok(Action::Done);
+            }
+            Some(pa) => match resources::reconcile_pa(&pa, &want) {
+                Some(updated) => objects::update(&ctx.store, &updated)?,
+                None => pa,
+            },
+        };
+
+        let wall = (ctx.clock)();
+        let now = since_epoch(wall);
+        let spec = resources::decider_spec(&pa, &ctx.config);
+        let ready = ready_replicas(ctx, &key);
+        let observed = {
+            let mut collector = ctx.scaling.collector();
+            collector.watch(&key, &spec, now);
+            collector.observe(&key, now)
+        };
+        let poked = ctx.scaling.take_poke(&key);
+        let (step, published) = {
+            let mut states = self.states();
+            let st = states
+                .entry(key.clone())
+                .or_insert_with(|| KpaState::for_pa(&pa, &rev.metadata.uid, &ctx.config, now));
+            if st.uid != rev.metadata.uid {
+                *st = KpaState::for_pa(&pa, &rev.metadata.uid, &ctx.config, now);
+            }
+            let step = st.step(now, &spec, ready, observed, poked);
+            (step, st.published(&step.result, ready))
+        };
+        if let Some(d) = step.decision {
+            tracing::debug!(
+                revision = %key,
+                desired = d.desired_scale,
+                stable = d.observed_stable,
+                panic = d.observed_panic,
+                panic_mode = d.panic_mode,
+                ebc = d.excess_burst_capacity,
+                ready,
+                "kpa decision"
+            );
+        }
+        if ctx.scaling.publish(&key, published) {
+            tracing::debug!(revision = %key, replicas = published.replicas, "kpa scale");
+            ctx.scaling.wake(&key);
+        }
+
+        let status = resources::compute_status(pa.status.as_ref(), &pa, &step.result, ready, wall);
+        if pa.status.as_ref() != Some(&status) {
+            let mut updated = pa;
+            updated.status = Some(status);
+            objects::update_status(&ctx.store, &updated)?;
+        }
+        Ok(Action::RequeueAfter(step.next_tick))
+    }
+
+    /// Every Revision event reconciles the PA of the same name (creating it for a new one).
+    fn watches(
+        &self,
+        _ctx: &Context,
+        event_kind: &ResourceKind,
+        obj: &serde_json::Value,
+    ) -> Vec<(String, String)> {
+        if event_kind != &kinds::REVISION {
+            return Vec::new();
+        }
+        let meta = &obj["metadata"];
+        match (meta["namespace"].as_str(), meta["name"].as_str()) {
+            (Some(ns), Some(name)) if !name.is_empty() => vec![(ns.to_owned(), name.to_owned())],
+            _ => Vec::new(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

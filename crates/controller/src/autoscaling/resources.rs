@@ -1,0 +1,326 @@
+//! Pure functions of the PodAutoscaler reconciler: the PodAutoscaler a Revision implies
+//! (Knative's `revision/resources/pa.go`), the per-revision KPA state machine (decider +
+//! scaler, ticked every 2 s or at once on a poke), and the PA status a scale result implies
+//! (Knative's `kpa.go` `computeStatus` / `computeActiveCondition`, reference §5, §9.5).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use wisp_api::{
+    autoscaling::{PodAutoscaler, PodAutoscalerSpec, PodAutoscalerStatus},
+    config::Config,
+    kinds,
+    meta::{ConditionStatus, ObjectMeta},
+    serving::Revision,
+};
+use wisp_autoscaler::{
+    ActiveState, Decider, DeciderSpec, Decision, ScaleInput, ScaleResult, Scaler,
+    decider::{TICK, initial_excess_burst_capacity},
+    num_activators,
+    scaler::{SCALE_UNKNOWN, apply_bounds, scale_bounds},
+    targets::{activation_timeout, progress_deadline},
+};
+
+use crate::{
+    autoscaling::scaling::{RevisionScale, RoutingMode},
+    conditions::{self, ConditionSet, READY},
+    names::{label, routing_state},
+    objects,
+};
+
+pub const ACTIVE: &str = "Active";
+pub const SCALE_TARGET_INITIALIZED: &str = "ScaleTargetInitialized";
+pub const SKS_READY: &str = "SKSReady";
+/// The PodAutoscaler's living condition set: Ready ⇐ Active, ScaleTargetInitialized,
+/// SKSReady.
+pub const CONDITIONS: ConditionSet =
+    ConditionSet::new(READY, &[ACTIVE, SCALE_TARGET_INITIALIZED, SKS_READY]);
+
+pub const QUEUED: &str = "Queued";
+pub const QUEUED_MESSAGE: &str =
+    "Requests to the target are being buffered as resources are provisioned.";
+pub const NO_TRAFFIC: &str = "NoTraffic";
+pub const NO_TRAFFIC_MESSAGE: &str = "The target is not receiving traffic.";
+pub const TIMED_OUT: &str = "TimedOut";
+pub const TIMED_OUT_MESSAGE: &str = "The target could not be activated.";
+
+/// `spec.reachability` values.
+pub const REACHABLE: &str = "Reachable";
+pub const UNREACHABLE: &str = "Unreachable";
+
+/// The annotation kubectl writes; Knative keeps it off the PA.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Smallest requeue, so a tick computed a hair early does not spin.
+const MIN_REQUEUE: Duration = Duration::from_millis(50);
+
+/// Knative's `reachability`: `active` ⇒ Reachable, `reserve` ⇒ Unreachable, otherwise
+/// (pending or unset) unknown (""); a failed revision with no ready replica is Unreachable
+/// too (its min-scale must not keep crash-looping replicas alive).
+pub fn reachability(rev: &Revision) -> &'static str {
+    let failed_with_nothing_ready = rev.status.as_ref().is_some_and(|st| {
+        conditions::is_false(&st.status, READY) && st.actual_replicas.unwrap_or(0) == 0
+    });
+    if failed_with_nothing_ready {
+        return UNREACHABLE;
+    }
+    match rev
+        .metadata
+        .labels
+        .get(label::ROUTING_STATE)
+        .map(String::as_str)
+    {
+        Some(routing_state::ACTIVE) => REACHABLE,
+        Some(routing_state::RESERVE) => UNREACHABLE,
+        _ => "",
+    }
+}
+
+/// `http1`, or `h2c` when the serving container's port is named `h2c`.
+pub fn protocol_type(rev: &Revision) -> &'static str {
+    let h2c = crate::revision::resources::serving_container(rev)
+        .and_then(|c| c.ports.first())
+        .is_some_and(|p| p.name == "h2c");
+    if h2c { "h2c" } else { "http1" }
+}
+
+/// The PodAutoscaler of a revision: same name and namespace, controlled by the revision
+/// (so it is deleted with it), the revision's labels plus `serving.knative.dev/revision`
+/// and `revisionUID`, its annotations, and a spec pointing at it.
+pub fn make_pa(rev: &Revision) -> PodAutoscaler {
+    let m = &rev.metadata;
+    let mut labels = m.labels.clone();
+    labels.insert(label::REVISION.into(), m.name.clone());
+    labels.insert(label::REVISION_UID.into(), m.uid.clone());
+    let mut annotations = m.annotations.clone();
+    annotations.remove(LAST_APPLIED);
+    PodAutoscaler {
+        api_version: kinds::POD_AUTOSCALER.api_version(),
+        kind: kinds::POD_AUTOSCALER.kind.to_owned(),
+        metadata: ObjectMeta {
+            name: m.name.clone(),
+            namespace: m.namespace.clone(),
+            labels,
+            annotations,
+            owner_references: vec![objects::owner_reference(&kinds::REVISION, m)],
+            ..Default::default()
+        },
+        spec: PodAutoscalerSpec {
+            container_concurrency: Some(rev.spec.container_concurrency.unwrap_or(0)),
+            scale_target_ref: Some(serde_json::json!({
+                "apiVersion": kinds::REVISION.api_version(),
+                "kind": kinds::REVISION.kind,
+                "name": m.name,
+            })),
+            reachability: reachability(rev).to_owned(),
+            protocol_type: protocol_type(rev).to_owned(),
+        },
+        status: None,
+    }
+}
+
+/// `existing` brought in line with `desired` (spec, labels, annotations, owners), or None
+/// when nothing differs. Status is kept.
+pub fn reconcile_pa(existing: &PodAutoscaler, desired: &PodAutoscaler) -> Option<PodAutoscaler> {
+    let (e, d) = (&existing.metadata, &desired.metadata);
+    if existing.spec == desired.spec
+        && e.labels == d.labels
+        && e.annotations == d.annotations
+        && e.owner_references == d.owner_references
+    {
+        return None;
+    }
+    let mut updated = existing.clone();
+    updated.spec = desired.spec.clone();
+    updated.metadata.labels = d.labels.clone();
+    updated.metadata.annotations = d.annotations.clone();
+    updated.metadata.owner_references = d.owner_references.clone();
+    Some(updated)
+}
+
+/// The KPA spec of a PodAutoscaler (its annotations, containerConcurrency and
+/// reachability) under `config-autoscaler`.
+pub fn decider_spec(pa: &PodAutoscaler, cfg: &Config) -> DeciderSpec {
+    let mut spec = DeciderSpec::resolve(
+        &pa.metadata.annotations,
+        pa.spec.container_concurrency.unwrap_or(0),
+        &cfg.autoscaler,
+    );
+    spec.reachable = pa.spec.reachability != UNREACHABLE;
+    spec
+}
+
+/// Replicas a revision starts with (Knative creates the Deployment with initial-scale):
+/// initial-scale within `[min, max]`; 0 for an unreachable revision.
+pub fn initial_replicas(spec: &DeciderSpec) -> u32 {
+    if !spec.reachable {
+        return 0;
+    }
+    let (min, max) = scale_bounds(spec);
+    u32::try_from(apply_bounds(min, max, spec.initial_scale.max(0))).unwrap_or(0)
+}
+
+/// One revision's KPA: its decider, its scaler, the latest decision and the replica count
+/// applied so far. Windows live in the collector (shared with the stats feed).
+#[derive(Clone, Debug)]
+pub struct KpaState {
+    /// The revision's uid: a revision re-created under the same name starts afresh.
+    pub uid: String,
+    pub spec: DeciderSpec,
+    decider: Decider,
+    scaler: Scaler,
+    /// The decider's latest desired scale ([`SCALE_UNKNOWN`] until the first decision).
+    pub desired: i32,
+    pub excess_burst_capacity: i32,
+    pub panic_mode: bool,
+    /// Replicas to run (the scale target's `spec.replicas`).
+    pub replicas: u32,
+    last_tick: Option<Duration>,
+}
+
+/// What one [`KpaState::step`] did.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Step {
+    pub result: ScaleResult,
+    /// The decision taken in this step, if it was a tick (or a poke) with data.
+    pub decision: Option<Decision>,
+    /// Time until the next tick.
+    pub next_tick: Duration,
+}
+
+impl KpaState {
+    /// A new revision's KPA at `now`; `progress` is its progress deadline.
+    pub fn new(uid: &str, spec: DeciderSpec, now: Duration, progress: Duration) -> Self {
+        KpaState {
+            uid: uid.to_owned(),
+            decider: Decider::new(spec.clone()),
+            scaler: Scaler::new(now, activation_timeout(progress)),
+            desired: SCALE_UNKNOWN,
+            excess_burst_capacity: initial_excess_burst_capacity(&spec),
+            panic_mode: false,
+            replicas: initial_replicas(&spec),
+            last_tick: None,
+            spec,
+        }
+    }
+
+    /// The state for a PodAutoscaler under `cfg` (spec and progress deadline from it).
+    pub fn for_pa(pa: &PodAutoscaler, uid: &str, cfg: &Config, now: Duration) -> Self {
+        let progress = progress_deadline(&pa.metadata.annotations, &cfg.deployment);
+        KpaState::new(uid, decider_spec(pa, cfg), now, progress)
+    }
+
+    /// One reconcile at `now` with `ready` ready replicas: applies a changed spec; decides
+    /// when a tick is due (every [`TICK`]) or when `poked` while the desired scale is ≤ 0
+    /// (Knative's poke), from the `observed` (stable, panic) averages — `None` = no data,
+    /// the previous decision stands; then runs the scaler.
+    pub fn step(
+        &mut self,
+        now: Duration,
+        spec: &DeciderSpec,
+        ready: u32,
+        observed: Option<(f64, f64)>,
+        poked: bool,
+    ) -> Step {
+        if *spec != self.spec {
+            self.decider.update(spec.clone());
+            self.spec = spec.clone();
+        }
+        self.decider.start(now, ready);
+        let due = self.last_tick.is_none_or(|t| now >= t + TICK);
+        let mut decision = None;
+        if due || (poked && self.desired <= 0) {
+            if due {
+                self.last_tick = Some(now);
+            }
+            if let Some((stable, panic)) = observed {
+                let d = self.decider.decide(now, ready, stable, panic);
+                self.desired = d.desired_scale;
+                self.excess_burst_capacity = d.excess_burst_capacity;
+                self.panic_mode = d.panic_mode;
+                decision = Some(d);
+            }
+        }
+        let result = self.scaler.reconcile(
+            now,
+            &self.spec,
+            ScaleInput {
+                desired: self.desired,
+                excess_burst_capacity: self.excess_burst_capacity,
+                current_replicas: self.replicas,
+                ready,
+            },
+        );
+        if let Some(n) = result.replicas {
+            self.replicas = n;
+        }
+        let next = self.last_tick.map_or(now, |t| t + TICK);
+        Step {
+            result,
+            decision,
+            next_tick: next.saturating_sub(now).max(MIN_REQUEUE),
+        }
+    }
+
+    /// What the data plane and the Revision reconciler read.
+    pub fn published(&self, result: &ScaleResult, ready: u32) -> RevisionScale {
+        RevisionScale {
+            replicas: self.replicas,
+            want: result.want,
+            mode: if result.activator_in_path {
+                RoutingMode::Proxy
+            } else {
+                RoutingMode::Serve
+            },
+            excess_burst_capacity: self.excess_burst_capacity,
+            num_activators: num_activators(&self.spec, ready),
+        }
+    }
+}
+
+/// The Active condition of a scale result: (status, reason, message).
+pub fn active_condition(active: ActiveState) -> (ConditionStatus, &'static str, &'static str) {
+    match active {
+        ActiveState::Active => (ConditionStatus::True, "", ""),
+        ActiveState::Activating => (ConditionStatus::Unknown, QUEUED, QUEUED_MESSAGE),
+        ActiveState::Inactive => (ConditionStatus::False, NO_TRAFFIC, NO_TRAFFIC_MESSAGE),
+        ActiveState::TimedOut => (ConditionStatus::False, TIMED_OUT, TIMED_OUT_MESSAGE),
+    }
+}
+
+/// The PA status after a reconcile: `desiredScale` = the scaler's `want`, `actualScale` =
+/// ready replicas, `serviceName` = the revision (wisp's activator addresses revisions by
+/// name), and the conditions. wisp has no ServerlessService: `SKSReady` is always True.
+/// Starts from `old` so that transition times survive.
+pub fn compute_status(
+    old: Option<&PodAutoscalerStatus>,
+    pa: &PodAutoscaler,
+    result: &ScaleResult,
+    ready: u32,
+    now: DateTime<Utc>,
+) -> PodAutoscalerStatus {
+    let mut st = old.cloned().unwrap_or_default();
+    let s = &mut st.status;
+    CONDITIONS.initialize(s, now);
+    let (cs, reason, message) = active_condition(result.active);
+    CONDITIONS.mark(s, ACTIVE, cs, reason, message, now);
+    if result.scale_target_initialized {
+        CONDITIONS.mark(
+            s,
+            SCALE_TARGET_INITIALIZED,
+            ConditionStatus::True,
+            "",
+            "",
+            now,
+        );
+    }
+    CONDITIONS.mark(s, SKS_READY, ConditionStatus::True, "", "", now);
+    s.observed_generation = pa.metadata.generation;
+    st.service_name = pa.metadata.name.clone();
+    st.desired_scale = Some(result.want);
+    st.actual_scale = Some(i32::try_from(ready).unwrap_or(i32::MAX));
+    st
+}
+
+#[cfg(test)]
+mod tests;
