@@ -42,13 +42,16 @@ pub use runner::Controllers;
 
 /// Every reconciler `wisp serve` runs, in the order of the chain above.
 pub fn all_reconcilers() -> Vec<std::sync::Arc<dyn Reconciler>> {
+    // Routes by what they reference: one index, fed by Route events, for both Route
+    // reconcilers' `watches`.
+    let routes = std::sync::Arc::new(route::RouteIndex::default());
     vec![
         std::sync::Arc::new(service::ServiceReconciler),
         std::sync::Arc::new(configuration::ConfigurationReconciler),
         std::sync::Arc::new(revision::RevisionReconciler),
         std::sync::Arc::new(autoscaling::PodAutoscalerReconciler::new()),
-        std::sync::Arc::new(route::RouteReconciler),
-        std::sync::Arc::new(labeler::LabelerReconciler),
+        std::sync::Arc::new(route::RouteReconciler::new(routes.clone())),
+        std::sync::Arc::new(labeler::LabelerReconciler::new(routes)),
         std::sync::Arc::new(gc::GcReconciler),
     ]
 }

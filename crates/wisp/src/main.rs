@@ -3,6 +3,7 @@
 
 mod cli;
 mod serve;
+mod stats_feed;
 
 use std::process::ExitCode;
 
@@ -35,6 +36,7 @@ enum Command {
 
 fn main() -> ExitCode {
     quiet_on_broken_pipe();
+    init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args).map(|()| true),
@@ -74,4 +76,15 @@ fn quiet_on_broken_pipe() {
         }
         default(info);
     }));
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default: warnings and errors only, so client
+/// commands stay quiet; `RUST_LOG=info` or `RUST_LOG=wisp_controller=debug` for more).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
 }

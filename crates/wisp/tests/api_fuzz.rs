@@ -105,7 +105,14 @@ fn user_state(s: &Server) -> (Vec<String>, Value) {
             .unwrap()
             .json()
             .unwrap();
-        for item in v["items"].as_array().unwrap() {
+        // Objects the controllers create (they all carry ownerReferences) come and go
+        // asynchronously after an *accepted* write; only user-created objects count here.
+        for item in v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|i| i["metadata"].get("ownerReferences").is_none())
+        {
             names.push(format!(
                 "{p}/{}",
                 item["metadata"]["name"].as_str().unwrap()

@@ -398,7 +398,8 @@ spec:
     }
     assert!(!text.contains("last-applied-configuration"), "{text}");
 
-    // The controllers' chain: the configuration owns its revision; a revision owns nothing.
+    // The controllers' chain: the configuration owns its revision; a revision owns its
+    // PodAutoscaler (created by the autoscaler as soon as the revision exists).
     let out = wisp(&s, &["describe", "cfg/hello"]);
     assert!(
         out.stdout
@@ -406,11 +407,17 @@ spec:
         "{}",
         out.stdout
     );
-    let out = wisp(&s, &["describe", "rev/hello-00001"]);
-    assert!(
-        out.stdout.contains("Owned objects:  <none>\n"),
-        "{}",
-        out.stdout
+    common::wait_for(
+        "the revision's PodAutoscaler",
+        Duration::from_secs(10),
+        || {
+            let out = wisp(&s, &["describe", "rev/hello-00001"]);
+            out.stdout
+            .contains(
+                "Owned objects:\n  podautoscaler.autoscaling.internal.knative.dev/hello-00001\n",
+            )
+            .then_some(())
+        },
     );
     let out = wisp(&s, &["describe", "ksvc", "nope"]);
     assert_eq!(out.code, 1);

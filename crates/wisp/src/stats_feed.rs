@@ -1,0 +1,166 @@
+//! The metrics arrow of `wisp serve`: once a second, the activator's report
+//! ([`wisp_activator::Stats`]: every replica queue's stat and the activator's own figures)
+//! becomes one [`Sample`] per revision in the KPA's collector ([`Scaling`]).
+//!
+//! Every request passes through wisp's in-process activator, so "proxied by the activator"
+//! follows Knative's ServerlessService mode as the KPA last decided it ([`RoutingMode`]):
+//!
+//! - **Proxy** (at zero, too little burst capacity, TBC = -1): every request is the
+//!   activator's — it reports the requests waiting plus every replica's in-flight average,
+//!   and every arrival; the replicas contribute nothing of their own. With TBC = -1 the
+//!   collector counts only the activator, which then sees everything, as in Knative.
+//! - **Serve**: the replicas report their own requests; the activator adds the requests it
+//!   holds and those it proxied after holding them (the queues' "proxied" part).
+//!
+//! Either way each request is counted once, and the concurrency total is
+//! Σ replicas' average concurrency + requests waiting in the activator.
+
+use std::sync::Arc;
+
+use wisp_activator::Stats;
+use wisp_autoscaler::{ActivatorStat, PodStat, Sample};
+use wisp_controller::autoscaling::{RoutingMode, Scaling};
+use wisp_runtime::RevisionKey;
+
+/// The sample of one revision in one report.
+pub fn sample_of(stats: &Stats, key: &RevisionKey, mode: RoutingMode) -> Sample {
+    let replicas = stats.replicas.iter().filter(|s| s.revision == *key);
+    let rev = stats.revisions.iter().find(|s| s.revision == *key);
+    let waiting = rev.map_or(0.0, |r| r.waiting as f64);
+    let mut pods = Vec::new();
+    let (mut proxied_conc, mut all_conc, mut proxied_count) = (0.0, 0.0, 0.0);
+    for r in replicas {
+        let s = &r.stat;
+        all_conc += s.average_concurrency;
+        proxied_conc += s.average_proxied_concurrency;
+        proxied_count += s.proxied_request_count;
+        pods.push(match mode {
+            // All of it came through the activator.
+            RoutingMode::Proxy => PodStat {
+                average_concurrency: s.average_concurrency,
+                average_proxied_concurrency: s.average_concurrency,
+                request_count: s.request_count,
+                proxied_request_count: s.request_count,
+            },
+            RoutingMode::Serve => PodStat {
+                average_concurrency: s.average_concurrency,
+                average_proxied_concurrency: s.average_proxied_concurrency,
+                request_count: s.request_count,
+                proxied_request_count: s.proxied_request_count,
+            },
+        });
+    }
+    let activator = match mode {
+        RoutingMode::Proxy => ActivatorStat {
+            average_concurrency: waiting + all_conc,
+            request_count: rev.map_or(0.0, |r| r.requests as f64),
+        },
+        RoutingMode::Serve => ActivatorStat {
+            average_concurrency: waiting + proxied_conc,
+            // Held arrivals of this interval are counted here; the queues count them again
+            // as "proxied" when they reach a replica, which the collector subtracts.
+            request_count: rev.map_or(0.0, |r| r.held as f64).max(proxied_count),
+        },
+    };
+    Sample {
+        pods,
+        activator,
+        period: wisp_activator::backends::STATS_PERIOD,
+    }
+}
+
+/// Copies every report into the collector until `shutdown` resolves.
+pub async fn run(
+    mut stats: tokio::sync::watch::Receiver<Arc<Stats>>,
+    scaling: Arc<Scaling>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            changed = stats.changed() => if changed.is_err() { return },
+        }
+        let report = stats.borrow_and_update().clone();
+        let now = scaling.now();
+        let mut keys: Vec<&RevisionKey> = report.revisions.iter().map(|r| &r.revision).collect();
+        keys.extend(report.replicas.iter().map(|r| &r.revision));
+        keys.sort();
+        keys.dedup();
+        for key in keys {
+            let sample = sample_of(&report, key, scaling.mode(key));
+            scaling.record(key, now, &sample);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use wisp_activator::{ReplicaStat, RevisionStat};
+    use wisp_autoscaler::{Metric, observed_value};
+    use wisp_queue::Stat;
+
+    fn stats() -> (Stats, RevisionKey) {
+        let key = RevisionKey::new("default", "a-00001");
+        let stat = |c: f64, pc: f64, n: f64, pn: f64| Stat {
+            replica: "r".into(),
+            average_concurrency: c,
+            average_proxied_concurrency: pc,
+            request_count: n,
+            proxied_request_count: pn,
+            window: std::time::Duration::from_secs(1),
+        };
+        let other = RevisionKey::new("default", "b-00001");
+        let s = Stats {
+            at: None,
+            replicas: vec![
+                ReplicaStat {
+                    revision: key.clone(),
+                    stat: stat(3.0, 1.0, 10.0, 2.0),
+                },
+                ReplicaStat {
+                    revision: key.clone(),
+                    stat: stat(2.0, 0.0, 8.0, 0.0),
+                },
+                ReplicaStat {
+                    revision: other.clone(),
+                    stat: stat(50.0, 0.0, 50.0, 0.0),
+                },
+            ],
+            revisions: vec![RevisionStat {
+                revision: key.clone(),
+                waiting: 4,
+                held: 2,
+                requests: 20,
+                ready_replicas: 2,
+            }],
+        };
+        (s, key)
+    }
+
+    #[test]
+    fn each_request_once_in_either_mode() {
+        let (s, key) = stats();
+        for mode in [RoutingMode::Proxy, RoutingMode::Serve] {
+            let smp = sample_of(&s, &key, mode);
+            assert_eq!(smp.pods.len(), 2);
+            // 5 in flight at the replicas + 4 waiting.
+            assert_eq!(
+                observed_value(Metric::Concurrency, true, &smp),
+                9.0,
+                "{mode:?}"
+            );
+        }
+        // Proxy: the activator alone sees everything (TBC = -1 scrapes no pod).
+        let proxy = sample_of(&s, &key, RoutingMode::Proxy);
+        assert_eq!(observed_value(Metric::Concurrency, false, &proxy), 9.0);
+        assert_eq!(observed_value(Metric::Rps, true, &proxy), 20.0);
+        // Serve: 16 direct arrivals + 2 held by the activator.
+        let serve = sample_of(&s, &key, RoutingMode::Serve);
+        assert_eq!(observed_value(Metric::Rps, true, &serve), 18.0);
+        // A revision unknown to the report: an empty sample.
+        let none = sample_of(&s, &RevisionKey::new("x", "y"), RoutingMode::Proxy);
+        assert!(!none.has_data(true));
+    }
+}
