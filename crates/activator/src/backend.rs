@@ -1,26 +1,49 @@
 //! [`RevisionBackend`]: everything the data plane knows about one revision — its queue
 //! settings, its ready replicas (each behind its in-process queue-proxy), the load balancer
 //! and the activator's hold queue — and [`RevisionBackend::serve`], the request path.
+//!
+//! The path depends on whether the activator is in the path (Knative's SKS mode, read per
+//! request through [`InPath`]):
+//!
+//! - **Serve** (or containerConcurrency 0, whose capacity is unlimited): straight to a
+//!   replica picked by the policy; its queue runs CC at once, queues 10 × CC more and answers
+//!   503 beyond. Held in the activator only while no replica is ready.
+//! - **Proxy** with CC ≥ 1: the activator throttles by capacity (Knative's throttler: a
+//!   per-replica breaker of CC in the activator). A request goes to a replica only once it
+//!   has a free slot — fewer than CC requests in flight, counting both the activator's own
+//!   [`Endpoint::reserved`] requests and what the replica's queue runs — and takes that slot
+//!   atomically; otherwise it waits in the [`Hold`] queue (bounded by the activator queue
+//!   depth: 503 when full, 504 at the revision timeout). Each throttled response body carries
+//!   its slot and, when it ends or is dropped (the moment the queue frees the replica's
+//!   slot), wakes the oldest waiter. So a burst of any size up to the hold depth is served
+//!   CC × replicas at a time instead of being shed by the replicas' queues.
 
 use std::{
     collections::BTreeMap,
     net::SocketAddr,
+    ops::Deref,
+    pin::Pin,
     sync::{
         Arc, Mutex,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering},
     },
+    task::{Context, Poll},
     time::Duration,
 };
 
 use arc_swap::ArcSwap;
-use hyper::{Request, Response, StatusCode, body::Incoming};
+use bytes::Bytes;
+use hyper::{
+    Request, Response, StatusCode,
+    body::{Frame, Incoming, SizeHint},
+};
 use tokio::time::Instant;
-use wisp_net::{Body, ForwardContext, text_response};
+use wisp_net::{Body, BoxError, ForwardContext, text_response};
 use wisp_queue::{QueueConfig, ReplicaQueue};
 use wisp_runtime::{ReplicaPhase, ReplicaStatus, RevisionKey};
 
 use crate::{
-    hold::{Hold, HoldError},
+    hold::{Hold, HoldError, Wake},
     lb::{Balancer, Policy, Slot},
 };
 
@@ -33,8 +56,19 @@ pub const GONE_MESSAGE: &str = "revision is gone";
 /// not have noticed yet that they died).
 const UNREACHED_RECHECK: Duration = Duration::from_millis(200);
 
+/// While a replica's slots are taken by requests the activator did not throttle (sent in Serve
+/// mode, before the KPA switched to Proxy), one of the requests waiting for capacity
+/// re-checks this often: those requests free their slot without telling anyone. Once every
+/// occupied slot is a throttled one, waiting is purely event-driven.
+const UNTRACKED_RECHECK: Duration = Duration::from_millis(50);
+
 /// Asks for replicas of a revision (the "poke"): wired to the controller's demand registry.
 pub type Poke = Arc<dyn Fn(&RevisionKey) + Send + Sync>;
+
+/// Whether the activator is in a revision's path now (Knative's SKS Proxy mode: at zero,
+/// short of burst capacity, or TBC = -1): wired to the KPA's published routing mode. Called
+/// once per request, so it must be cheap.
+pub type InPath = Arc<dyn Fn(&RevisionKey) -> bool + Send + Sync>;
 
 impl Slot for ReplicaQueue {
     fn in_flight(&self) -> usize {
@@ -45,17 +79,166 @@ impl Slot for ReplicaQueue {
     }
 }
 
+/// A replica as the activator sees it: its queue-proxy, and the requests the activator
+/// throttled onto it (Proxy mode) that have not finished yet. Derefs to the queue.
+#[derive(Debug)]
+pub struct Endpoint {
+    queue: Arc<ReplicaQueue>,
+    /// Throttled requests sent here and not finished (Knative's per-pod activator breaker).
+    reserved: AtomicUsize,
+}
+
+impl Deref for Endpoint {
+    type Target = ReplicaQueue;
+    fn deref(&self) -> &ReplicaQueue {
+        &self.queue
+    }
+}
+
+impl Endpoint {
+    fn new(queue: Arc<ReplicaQueue>) -> Self {
+        Endpoint {
+            queue,
+            reserved: AtomicUsize::new(0),
+        }
+    }
+
+    /// The replica's queue.
+    pub fn queue(&self) -> &Arc<ReplicaQueue> {
+        &self.queue
+    }
+
+    /// Throttled requests in flight to this replica.
+    pub fn reserved(&self) -> usize {
+        self.reserved.load(Ordering::SeqCst)
+    }
+
+    fn cc(&self) -> usize {
+        self.queue.config().container_concurrency as usize
+    }
+
+    /// Below CC both by the activator's count and by the queue's.
+    fn has_capacity(&self) -> bool {
+        let cc = self.cc();
+        cc == 0 || (self.reserved() < cc && self.queue.has_free_slot())
+    }
+
+    /// Full only because of requests the activator did not throttle (no wake-up will come).
+    fn full_of_untracked(&self) -> bool {
+        self.reserved() < self.cc() && !self.queue.has_free_slot()
+    }
+
+    /// Takes a slot if there is one (atomic against other throttled requests).
+    fn try_reserve(&self) -> bool {
+        let cc = self.cc();
+        self.reserved
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |r| {
+                (r < cc && self.queue.has_free_slot()).then_some(r + 1)
+            })
+            .is_ok()
+    }
+}
+
+impl Slot for Endpoint {
+    fn in_flight(&self) -> usize {
+        Slot::in_flight(&*self.queue)
+    }
+    fn has_free_slot(&self) -> bool {
+        self.has_capacity()
+    }
+}
+
+/// One throttled request's replica slot: freed on drop, which wakes the oldest waiter.
+#[derive(Debug)]
+struct Reservation {
+    endpoint: Arc<Endpoint>,
+    hold: Arc<Hold>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        // SeqCst: pairs with a waiter's register-then-re-check (see `Hold`).
+        self.endpoint.reserved.fetch_sub(1, Ordering::SeqCst);
+        self.hold.wake_one();
+    }
+}
+
+/// A throttled response body: holds the replica slot until the body ends, fails or is
+/// dropped. The inner body (whose end frees the queue's slot) goes first, then the slot.
+struct Throttled {
+    inner: Option<Body>,
+    slot: Option<Reservation>,
+}
+
+impl hyper::body::Body for Throttled {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        let Some(inner) = this.inner.as_mut() else {
+            return Poll::Ready(None);
+        };
+        let r = Pin::new(inner).poll_frame(cx);
+        if matches!(r, Poll::Ready(None | Some(Err(_)))) {
+            this.inner = None;
+            this.slot = None;
+        }
+        r
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.as_ref().is_none_or(|b| b.is_end_stream())
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner
+            .as_ref()
+            .map_or_else(|| SizeHint::with_exact(0), |b| b.size_hint())
+    }
+}
+
+impl Drop for Throttled {
+    fn drop(&mut self) {
+        // Explicitly in this order: the queue's slot, then the activator's.
+        self.inner = None;
+        self.slot = None;
+    }
+}
+
+/// The untracked-slot poller's turn; ends on drop (however the waiter ends).
+struct PollerGuard<'a>(&'a RevisionBackend);
+
+impl Drop for PollerGuard<'_> {
+    fn drop(&mut self) {
+        self.0.untracked_poller.store(false, Ordering::Release);
+    }
+}
+
+/// What a throttled request found.
+enum Capacity {
+    Slot(Reservation),
+    Full,
+    NoReplica,
+}
+
 /// One revision's endpoints and request path.
 pub struct RevisionBackend {
     key: RevisionKey,
     cfg: QueueConfig,
     /// Ready replicas in name order: the pick set (read lock-free on every request).
-    ready: ArcSwap<Vec<Arc<ReplicaQueue>>>,
+    ready: ArcSwap<Vec<Arc<Endpoint>>>,
     /// Every replica the platform still runs, by name (only the endpoint sync touches it).
-    known: Mutex<BTreeMap<String, Arc<ReplicaQueue>>>,
+    known: Mutex<BTreeMap<String, Arc<Endpoint>>>,
     balancer: Balancer,
-    hold: Hold,
+    hold: Arc<Hold>,
+    /// Set while one waiter re-checks on a timer for slots freed by untracked requests.
+    untracked_poller: AtomicBool,
     poke: Poke,
+    in_path: InPath,
     /// Requests that arrived (for the per-second demand keep-alive and stats).
     requests: AtomicU64,
 }
@@ -73,16 +256,25 @@ impl std::fmt::Debug for RevisionBackend {
 }
 
 impl RevisionBackend {
-    /// A backend with no replicas yet; `hold_bound` requests may wait for one.
-    pub fn new(key: RevisionKey, cfg: QueueConfig, hold_bound: usize, poke: Poke) -> Self {
+    /// A backend with no replicas yet; `hold_bound` requests may wait in the activator (for
+    /// a replica, or for capacity while `in_path` says the activator is in the path).
+    pub fn new(
+        key: RevisionKey,
+        cfg: QueueConfig,
+        hold_bound: usize,
+        poke: Poke,
+        in_path: InPath,
+    ) -> Self {
         RevisionBackend {
             balancer: Balancer::new(Policy::for_cc(cfg.container_concurrency)),
             key,
             cfg,
             ready: ArcSwap::from_pointee(Vec::new()),
             known: Mutex::new(BTreeMap::new()),
-            hold: Hold::new(hold_bound),
+            hold: Arc::new(Hold::new(hold_bound)),
+            untracked_poller: AtomicBool::new(false),
             poke,
+            in_path,
             requests: AtomicU64::new(0),
         }
     }
@@ -96,13 +288,21 @@ impl RevisionBackend {
     }
 
     /// The replicas requests may go to now.
-    pub fn ready(&self) -> Arc<Vec<Arc<ReplicaQueue>>> {
+    pub fn ready(&self) -> Arc<Vec<Arc<Endpoint>>> {
         self.ready.load_full()
+    }
+
+    /// How many replicas are ready now.
+    pub fn ready_len(&self) -> usize {
+        self.ready.load().len()
     }
 
     /// Every replica queue still alive in the platform (ready or not).
     pub fn known(&self) -> Vec<Arc<ReplicaQueue>> {
-        self.lock_known().values().cloned().collect()
+        self.lock_known()
+            .values()
+            .map(|e| e.queue.clone())
+            .collect()
     }
 
     /// The hold queue (waiting counts for the stats).
@@ -115,7 +315,7 @@ impl RevisionBackend {
         self.requests.load(Ordering::Relaxed)
     }
 
-    fn lock_known(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<ReplicaQueue>>> {
+    fn lock_known(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Endpoint>>> {
         self.known.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -134,23 +334,27 @@ impl RevisionBackend {
             if r.phase == ReplicaPhase::Terminating {
                 continue;
             }
-            let q = match known.remove(&r.name) {
-                Some(q) if q.addr() == r.address => q,
+            let e = match known.remove(&r.name) {
+                Some(e) if e.addr() == r.address => e,
                 old => {
                     if let Some(old) = old {
                         old.close_idle();
                     }
-                    ReplicaQueue::new(r.name.clone(), r.address, self.cfg.clone())
+                    Arc::new(Endpoint::new(ReplicaQueue::new(
+                        r.name.clone(),
+                        r.address,
+                        self.cfg.clone(),
+                    )))
                 }
             };
             if r.phase == ReplicaPhase::Ready {
-                ready.push(q.clone());
+                ready.push(e.clone());
             }
-            next.insert(r.name.clone(), q);
+            next.insert(r.name.clone(), e);
         }
         // Gone or terminating: out of every set. In-flight requests keep their Arc.
-        for (_, q) in std::mem::replace(&mut *known, next) {
-            q.close_idle();
+        for (_, e) in std::mem::replace(&mut *known, next) {
+            e.close_idle();
         }
         let current = self.ready.load();
         let same = current.len() == ready.len()
@@ -171,65 +375,148 @@ impl RevisionBackend {
     }
 
     /// Picks a ready replica not in `tried` by the revision's policy.
-    fn pick(&self, tried: &[SocketAddr]) -> Option<Arc<ReplicaQueue>> {
+    fn pick(&self, tried: &[SocketAddr]) -> Option<Arc<Endpoint>> {
         let ready = self.ready.load();
         if tried.is_empty() {
             return self.balancer.pick(&ready[..]).map(|i| ready[i].clone());
         }
-        let rest: Vec<&Arc<ReplicaQueue>> = ready
+        let rest: Vec<&Arc<Endpoint>> = ready
             .iter()
-            .filter(|q| !tried.contains(&q.addr()))
+            .filter(|e| !tried.contains(&e.addr()))
             .collect();
         self.balancer.pick(&rest[..]).map(|i| rest[i].clone())
     }
 
-    /// Serves one request: picks a ready replica and sends the request through its queue;
-    /// with none ready, pokes the scaler and holds the request until one is (bounded: 503
-    /// `activator queue full`; 504 `activator request timeout` at the revision's timeout).
-    /// A request that never reached its replica (connection refused) is retried on another
-    /// one; one that failed mid-way gets the queue's 502.
+    /// Takes a free slot on a ready replica not in `tried`, by the revision's policy (first
+    /// available or round robin: both pick a replica with a free slot when there is one).
+    fn reserve(&self, tried: &[SocketAddr]) -> Capacity {
+        let ready = self.ready.load();
+        if tried.is_empty() {
+            return self.reserve_among(&ready[..]);
+        }
+        // Rare (a replica refused the connection): the clones do not matter.
+        let rest: Vec<Arc<Endpoint>> = ready
+            .iter()
+            .filter(|e| !tried.contains(&e.addr()))
+            .cloned()
+            .collect();
+        self.reserve_among(&rest[..])
+    }
+
+    fn reserve_among(&self, eps: &[Arc<Endpoint>]) -> Capacity {
+        if eps.is_empty() {
+            return Capacity::NoReplica;
+        }
+        // A lost race for a slot (another request took it first) picks again.
+        for _ in 0..=eps.len() {
+            let Some(i) = self.balancer.pick(eps) else {
+                return Capacity::NoReplica;
+            };
+            let e = &eps[i];
+            if !e.has_capacity() {
+                return Capacity::Full;
+            }
+            if e.try_reserve() {
+                return Capacity::Slot(Reservation {
+                    endpoint: e.clone(),
+                    hold: self.hold.clone(),
+                });
+            }
+        }
+        Capacity::Full
+    }
+
+    /// Serves one request (see the module doc for the two paths). A request that never
+    /// reached its replica (connection refused) is retried on another one; one that failed
+    /// mid-way gets the queue's 502.
     pub async fn serve(&self, req: Request<Incoming>, mut ctx: ForwardContext) -> Response<Body> {
         self.requests.fetch_add(1, Ordering::Relaxed);
+        let in_path = (self.in_path)(&self.key);
+        let throttled = in_path && self.cfg.container_concurrency > 0;
         let deadline = (!self.cfg.timeout.is_zero()).then(|| Instant::now() + self.cfg.timeout);
         let mut req = req;
         let mut held = false;
+        // Woken alone (a freed slot was handed to this request) and not served yet.
+        let mut front = false;
         let mut tried: Vec<SocketAddr> = Vec::new();
         loop {
             if self.hold.is_closed() {
                 return text_response(StatusCode::SERVICE_UNAVAILABLE, GONE_MESSAGE);
             }
-            if let Some(queue) = self.pick(&tried) {
-                // Knative counts requests that waited in the activator apart.
-                ctx.proxied_by_activator = held;
-                match queue.serve(req, &ctx).await {
+            // Knative counts the requests that came through the activator apart.
+            ctx.proxied_by_activator = in_path || held;
+            let any_ready = if throttled {
+                match self.reserve(&tried) {
+                    Capacity::Slot(slot) => {
+                        // Slots freed without a wake-up each (a new replica, untracked
+                        // requests ending): pass the turn on while there is room.
+                        if held && self.can_go(true, &[]) {
+                            self.hold.wake_one();
+                        }
+                        let e = slot.endpoint.clone();
+                        match e.serve(req, &ctx).await {
+                            Ok(resp) => {
+                                return resp.map(|body| {
+                                    wisp_net::boxed(Throttled {
+                                        inner: Some(body),
+                                        slot: Some(slot),
+                                    })
+                                });
+                            }
+                            Err(back) => {
+                                req = back;
+                                tried.push(e.addr());
+                                continue;
+                            }
+                        }
+                    }
+                    Capacity::Full => true,
+                    Capacity::NoReplica => false,
+                }
+            } else if let Some(e) = self.pick(&tried) {
+                match e.serve(req, &ctx).await {
                     Ok(resp) => return resp,
                     Err(back) => {
                         req = back;
-                        tried.push(queue.addr());
+                        tried.push(e.addr());
                         continue;
                     }
                 }
-            }
+            } else {
+                false
+            };
 
-            // No replica to go to: ask for one, and wait.
-            (self.poke)(&self.key);
-            let Some(waiter) = self.hold.register(!held) else {
+            // No replica to go to (ask for one), or none with a free slot: wait.
+            if !any_ready {
+                (self.poke)(&self.key);
+            }
+            let Some(waiter) = self.hold.register_at(!held, front) else {
                 return text_response(StatusCode::SERVICE_UNAVAILABLE, QUEUE_FULL_MESSAGE);
             };
             held = true;
+            front = false;
             // Registered first, so a release from here on is not missed; now re-check.
-            if self.has_candidate(&tried) {
+            if self.can_go(throttled, &tried) {
                 continue;
             }
-            let far = Instant::now() + Duration::from_secs(365 * 24 * 3600);
-            let overall = deadline.unwrap_or(far);
-            let until = if tried.is_empty() {
-                overall
+            let now = Instant::now();
+            let overall = deadline.unwrap_or(now + Duration::from_secs(365 * 24 * 3600));
+            let mut until = overall;
+            if !tried.is_empty() {
+                until = until.min(now + UNREACHED_RECHECK);
+            }
+            let _poller = if throttled && self.untracked_full(&tried) {
+                self.claim_untracked_poller().inspect(|_| {
+                    until = until.min(now + UNTRACKED_RECHECK);
+                })
             } else {
-                overall.min(Instant::now() + UNREACHED_RECHECK)
+                None
             };
             match waiter.wait(until).await {
-                Ok(()) => tried.clear(),
+                Ok(wake) => {
+                    tried.clear();
+                    front = wake == Wake::One;
+                }
                 Err(HoldError::Closed) => {
                     return text_response(StatusCode::SERVICE_UNAVAILABLE, GONE_MESSAGE);
                 }
@@ -241,8 +528,28 @@ impl RevisionBackend {
         }
     }
 
-    fn has_candidate(&self, tried: &[SocketAddr]) -> bool {
-        self.ready.load().iter().any(|q| !tried.contains(&q.addr()))
+    /// Makes the caller the one waiter that re-checks on a timer for untracked slots (None if
+    /// another one already does); released when the guard drops.
+    fn claim_untracked_poller(&self) -> Option<PollerGuard<'_>> {
+        (!self.untracked_poller.swap(true, Ordering::AcqRel)).then_some(PollerGuard(self))
+    }
+
+    /// Whether a request could go now: a ready replica not in `tried` (with a free slot
+    /// when `throttled`).
+    fn can_go(&self, throttled: bool, tried: &[SocketAddr]) -> bool {
+        self.ready
+            .load()
+            .iter()
+            .any(|e| !tried.contains(&e.addr()) && (!throttled || e.has_capacity()))
+    }
+
+    /// Whether some candidate replica is full only of requests the activator did not
+    /// throttle (their end wakes nobody).
+    fn untracked_full(&self, tried: &[SocketAddr]) -> bool {
+        self.ready
+            .load()
+            .iter()
+            .any(|e| !tried.contains(&e.addr()) && e.full_of_untracked())
     }
 }
 
@@ -283,11 +590,12 @@ mod tests {
             Arc::new(move |_: &RevisionKey| {
                 p.fetch_add(1, Ordering::Relaxed);
             }),
+            Arc::new(|_: &RevisionKey| true),
         );
         (b, pokes)
     }
 
-    fn names(v: &[Arc<ReplicaQueue>]) -> Vec<&str> {
+    fn names(v: &[Arc<Endpoint>]) -> Vec<&str> {
         v.iter().map(|q| q.replica()).collect()
     }
 
@@ -346,7 +654,7 @@ mod tests {
         b.set_replicas(&[replica("r1", 1, Ready)]);
         assert_eq!(
             w.wait(Instant::now() + Duration::from_secs(1)).await,
-            Ok(())
+            Ok(Wake::All)
         );
     }
 
@@ -360,6 +668,55 @@ mod tests {
         let other = b.pick(&[first.addr()]).unwrap();
         assert_eq!(other.replica(), "r2");
         assert!(b.pick(&[first.addr(), other.addr()]).is_none());
-        assert!(!b.has_candidate(&[first.addr(), other.addr()]));
+        assert!(!b.can_go(false, &[first.addr(), other.addr()]));
+    }
+
+    #[test]
+    fn reservations_take_free_slots_atomically() {
+        use ReplicaPhase::*;
+        let (b, _) = backend(); // CC 2, first available
+        b.set_replicas(&[replica("r1", 1, Ready), replica("r2", 2, Ready)]);
+        let ready = b.ready();
+        let mut slots = Vec::new();
+        for want in ["r1", "r1", "r2", "r2"] {
+            match b.reserve(&[]) {
+                Capacity::Slot(s) => {
+                    assert_eq!(s.endpoint.replica(), want);
+                    slots.push(s);
+                }
+                _ => panic!("a free slot was expected"),
+            }
+        }
+        assert!(matches!(b.reserve(&[]), Capacity::Full));
+        assert!(!b.can_go(true, &[]));
+        assert!(
+            b.can_go(false, &[]),
+            "without throttling any ready replica will do"
+        );
+        assert!(!b.untracked_full(&[]), "every slot is a throttled one");
+        assert_eq!((ready[0].reserved(), ready[1].reserved()), (2, 2));
+
+        // A freed slot wakes the oldest waiter, and can be taken again.
+        let w = b.hold().register(true).unwrap();
+        drop(slots.remove(0));
+        assert_eq!(ready[0].reserved(), 1);
+        assert!(b.can_go(true, &[]));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            assert_eq!(
+                w.wait(Instant::now() + Duration::from_millis(10)).await,
+                Ok(Wake::One)
+            );
+        });
+        assert!(matches!(b.reserve(&[]), Capacity::Slot(s) if s.endpoint.replica() == "r1"));
+        // Tried replicas are skipped; none left ⇒ no replica.
+        let (a1, a2) = (ready[0].addr(), ready[1].addr());
+        assert!(matches!(b.reserve(&[a1]), Capacity::Full));
+        assert!(matches!(b.reserve(&[a1, a2]), Capacity::NoReplica));
+        drop(slots);
+        assert_eq!((ready[0].reserved(), ready[1].reserved()), (0, 0));
     }
 }

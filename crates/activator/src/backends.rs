@@ -9,9 +9,10 @@ use tokio::{sync::watch, time::Instant};
 use wisp_queue::{QueueConfig, Stat};
 use wisp_runtime::{ReplicaStatus, RevisionKey};
 
-use crate::backend::{Poke, RevisionBackend};
+use crate::backend::{InPath, Poke, RevisionBackend};
 
-/// Knative's activator queue depth per revision.
+/// Knative's activator queue depth per revision: requests waiting for a replica, or (in
+/// Proxy mode) for a free slot.
 pub const DEFAULT_HOLD_BOUND: usize = 10_000;
 
 /// How often the stats are reported (Knative's queue-proxy and activator: 1 s).
@@ -73,6 +74,7 @@ pub struct Backends {
     map: ArcSwap<Map>,
     hold_bound: usize,
     poke: Poke,
+    in_path: InPath,
     stats: watch::Sender<Arc<Stats>>,
 }
 
@@ -89,11 +91,14 @@ impl Backends {
     /// An empty registry; each revision holds at most `hold_bound` requests while it has no
     /// replica, and `poke` is called when a request has to wait (and once a second while
     /// a revision has traffic, so the demand does not lapse while it is being served).
-    pub fn new(hold_bound: usize, poke: Poke) -> Arc<Backends> {
+    /// `in_path` says, per request, whether the activator is in a revision's path (the KPA's
+    /// Proxy mode): then requests also wait here for a replica with a free slot.
+    pub fn new(hold_bound: usize, poke: Poke, in_path: InPath) -> Arc<Backends> {
         Arc::new(Backends {
             map: ArcSwap::from_pointee(HashMap::new()),
             hold_bound: hold_bound.max(1),
             poke,
+            in_path,
             stats: watch::channel(Arc::new(Stats::default())).0,
         })
     }
@@ -131,6 +136,7 @@ impl Backends {
             cfg.clone(),
             self.hold_bound,
             self.poke.clone(),
+            self.in_path.clone(),
         ));
         let mut created = false;
         self.map.rcu(|old| {
@@ -221,7 +227,7 @@ impl Backends {
                 waiting: b.hold().waiting(),
                 held: held.saturating_sub(held0),
                 requests: requests.saturating_sub(requests0),
-                ready_replicas: b.ready().len(),
+                ready_replicas: b.ready_len(),
             });
             seen.insert(key, (held, requests));
         }

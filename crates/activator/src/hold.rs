@@ -1,12 +1,23 @@
 //! The activator's hold queue for one revision: requests wait here while the revision has
-//! no replica to send them to (reference §8: queue depth 10 000 per revision, 503 when full,
-//! 504 `activator request timeout` at the revision's timeout).
+//! no replica to send them to, or — with the activator in the path (Proxy mode) and
+//! containerConcurrency ≥ 1 — while every replica is at capacity (reference §8: queue depth
+//! 10 000 per revision, 503 when full, 504 `activator request timeout` at the revision's
+//! timeout).
 //!
-//! A waiter registers (bounded: over the bound it is refused at once), then waits for
-//! [`Hold::release_all`] — called by the endpoint sync whenever replicas become available —
-//! or for its deadline. Waiters are released in arrival order. Registration is separate from
-//! waiting so the caller can register *first* and then re-check the replica set: a release
-//! between the check and the wait can then never be missed.
+//! A waiter registers (bounded: over the bound it is refused at once), then waits for a
+//! release or for its deadline. [`Hold::release_all`] — called by the endpoint sync whenever
+//! replicas become available — wakes everyone, oldest first; [`Hold::wake_one`] — called when
+//! a throttled request frees its replica slot — wakes the oldest waiter only, so a freed slot
+//! goes to the request that waited longest instead of a thundering herd. A waiter that was
+//! woken but gives up (deadline, client gone) passes its wake-up on to the next one, so a
+//! freed slot is never lost. A waiter woken alone ([`Wake::One`]) that loses the race for the
+//! slot re-registers at the front ([`Hold::register_at`]), keeping its place; after
+//! [`Hold::release_all`] the losers re-register at the back, in their order.
+//!
+//! Registration is separate from waiting so the caller can register *first* and then
+//! re-check what it waits for: a release between the check and the wait can then never be
+//! missed. (`waiting` is updated and read with `SeqCst` so that [`Hold::wake_one`]'s
+//! "anybody waiting?" shortcut pairs with the waiter's re-check.)
 
 use std::{
     collections::VecDeque,
@@ -27,6 +38,16 @@ pub enum HoldError {
     Closed,
 }
 
+/// How a waiter was released.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wake {
+    /// Everyone was ([`Hold::release_all`]: replicas became available).
+    All,
+    /// This waiter alone, the oldest ([`Hold::release_one`]: a slot was freed). One that
+    /// loses the race for the slot should re-register at the front.
+    One,
+}
+
 /// The hold queue of one revision.
 #[derive(Debug)]
 pub struct Hold {
@@ -36,14 +57,16 @@ pub struct Hold {
     held_total: AtomicU64,
     closed: AtomicBool,
     /// Senders of registered waiters, in arrival order (closed ones are pruned lazily).
-    queue: Mutex<VecDeque<oneshot::Sender<()>>>,
+    queue: Mutex<VecDeque<oneshot::Sender<Wake>>>,
 }
 
-/// A registered waiter; dropping it leaves the queue.
+/// A registered waiter; dropping it leaves the queue (passing on a wake-up it received but
+/// did not consume).
 #[derive(Debug)]
 pub struct Waiter<'a> {
     hold: &'a Hold,
-    rx: oneshot::Receiver<()>,
+    rx: oneshot::Receiver<Wake>,
+    consumed: bool,
 }
 
 impl Hold {
@@ -71,9 +94,15 @@ impl Hold {
     /// Registers a waiter, or None when `bound` requests are already waiting. `first` says
     /// whether this request is held for the first time (it counts in `held_total` once).
     pub fn register(&self, first: bool) -> Option<Waiter<'_>> {
+        self.register_at(first, false)
+    }
+
+    /// [`register`](Self::register), at the front of the queue when `front` (a woken waiter
+    /// that lost the race for what it was woken for keeps its place).
+    pub fn register_at(&self, first: bool, front: bool) -> Option<Waiter<'_>> {
         let admitted = self
             .waiting
-            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| {
                 (n < self.bound).then_some(n + 1)
             })
             .is_ok();
@@ -91,16 +120,44 @@ impl Hold {
             if q.len() >= self.bound.saturating_mul(2).max(64) {
                 q.retain(|s| !s.is_closed());
             }
-            q.push_back(tx);
+            if front {
+                q.push_front(tx);
+            } else {
+                q.push_back(tx);
+            }
         }
-        Some(Waiter { hold: self, rx })
+        Some(Waiter {
+            hold: self,
+            rx,
+            consumed: false,
+        })
     }
 
     /// Releases every registered waiter, oldest first (replicas became available).
     pub fn release_all(&self) {
         let released: VecDeque<_> = std::mem::take(&mut *self.lock());
         for tx in released {
-            let _ = tx.send(());
+            let _ = tx.send(Wake::All);
+        }
+    }
+
+    /// Wakes the oldest waiter still waiting; returns whether there was one.
+    pub fn release_one(&self) -> bool {
+        let mut q = self.lock();
+        while let Some(tx) = q.pop_front() {
+            // Fails only for a waiter that already gave up: try the next one.
+            if tx.send(Wake::One).is_ok() {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// [`release_one`](Self::release_one) if anybody is waiting (one atomic load otherwise):
+    /// a capacity slot was freed.
+    pub fn wake_one(&self) {
+        if self.waiting.load(Ordering::SeqCst) > 0 {
+            self.release_one();
         }
     }
 
@@ -115,27 +172,38 @@ impl Hold {
         self.closed.load(Ordering::Acquire)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<oneshot::Sender<()>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<oneshot::Sender<Wake>>> {
         self.queue.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
 impl Waiter<'_> {
     /// Waits until released, or fails at `deadline` (or when the revision closes).
-    pub async fn wait(mut self, deadline: Instant) -> Result<(), HoldError> {
+    pub async fn wait(mut self, deadline: Instant) -> Result<Wake, HoldError> {
         if self.hold.is_closed() {
             return Err(HoldError::Closed);
         }
-        tokio::select! {
+        let r = tokio::select! {
             r = &mut self.rx => r.map_err(|_| HoldError::Closed),
             _ = tokio::time::sleep_until(deadline) => Err(HoldError::Timeout),
-        }
+        };
+        self.consumed = r.is_ok();
+        r
     }
 }
 
 impl Drop for Waiter<'_> {
     fn drop(&mut self) {
-        self.hold.waiting.fetch_sub(1, Ordering::AcqRel);
+        self.hold.waiting.fetch_sub(1, Ordering::SeqCst);
+        if !self.consumed {
+            // Closing first makes any later send fail, so a wake-up is either seen here or
+            // goes to someone else: never lost in between.
+            self.rx.close();
+            // Only a single wake-up needs passing on: `All` reached everyone anyway.
+            if self.rx.try_recv() == Ok(Wake::One) {
+                self.hold.release_one();
+            }
+        }
     }
 }
 
@@ -202,7 +270,7 @@ mod tests {
         let w = h.register(true).unwrap();
         h.release_all();
         let r = w.wait(Instant::now() + Duration::from_secs(1)).await;
-        assert_eq!(r, Ok(()));
+        assert_eq!(r, Ok(Wake::All));
     }
 
     #[tokio::test(start_paused = true)]
@@ -228,5 +296,43 @@ mod tests {
             drop(h.register(true).unwrap());
         }
         assert!(h.lock().len() <= 64, "{}", h.lock().len());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn release_one_wakes_the_oldest_and_front_keeps_the_place() {
+        let h = Hold::new(10);
+        let soon = || Instant::now() + Duration::from_millis(10);
+        let a = h.register(true).unwrap();
+        let b = h.register(true).unwrap();
+        // A woken waiter re-registering goes before everyone.
+        let c = h.register_at(false, true).unwrap();
+        assert_eq!(h.waiting(), 3);
+        assert!(h.release_one());
+        assert_eq!(c.wait(soon()).await, Ok(Wake::One));
+        assert!(h.release_one());
+        assert_eq!(a.wait(soon()).await, Ok(Wake::One));
+        h.wake_one();
+        assert_eq!(b.wait(soon()).await, Ok(Wake::One));
+        assert!(!h.release_one(), "nobody left");
+        assert_eq!(h.held_total(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wake_up_not_taken_passes_on() {
+        let h = Hold::new(10);
+        let soon = || Instant::now() + Duration::from_millis(10);
+        let a = h.register(true).unwrap();
+        let b = h.register(true).unwrap();
+        // `a` gave up (deadline, client gone) with a wake-up delivered: `b` gets it.
+        assert!(h.release_one());
+        drop(a);
+        assert_eq!(b.wait(soon()).await, Ok(Wake::One));
+        // Given up before any wake-up: the next wake goes to the next waiter.
+        let c = h.register(true).unwrap();
+        let d = h.register(true).unwrap();
+        drop(c);
+        assert!(h.release_one());
+        assert_eq!(d.wait(soon()).await, Ok(Wake::One));
+        assert_eq!(h.waiting(), 0);
     }
 }

@@ -7,12 +7,14 @@
 //!   slot.
 //! - CC > 3: **round robin** over the replicas with a free slot.
 //!
-//! When no replica has a free slot the request still goes somewhere, so that the chosen
-//! replica's queue (10 × CC deep) holds it or sheds it with a 503: round robin keeps
-//! rotating ignoring capacity; first available (which would otherwise pile everything on
-//! the first replica) takes the replica with the fewest requests in flight, first in order
-//! on ties. The policies only read the replicas' counters: the queue's breaker is what
-//! enforces CC, so a lost race between "has a free slot" and admission just queues.
+//! With the activator in the path (Proxy mode) a pick without a free slot is not used: the
+//! request waits in the activator instead (`backend`). In Serve mode, when no replica has a
+//! free slot the request still goes somewhere, so that the chosen replica's queue (10 × CC
+//! deep) holds it or sheds it with a 503: round robin keeps rotating ignoring capacity;
+//! first available (which would otherwise pile everything on the first replica) takes the
+//! replica with the fewest requests in flight, first in order on ties. The policies only
+//! read the replicas' counters: the queue's breaker is what enforces CC, so a lost race
+//! between "has a free slot" and admission just queues.
 
 use std::sync::{
     Arc,

@@ -2,9 +2,11 @@
 //!
 //! In Knative the activator sits in the request path while a revision has no ready pod (or
 //! too little spare capacity): it buffers requests, pokes the autoscaler, and load-balances
-//! over the pods as they become ready (reference §8). wisp runs it in-process, and every
-//! request goes through it (so it is always "in the path", like Knative with
-//! `target-burst-capacity: -1`, minus the network hop):
+//! over the pods by capacity as they become ready (reference §8). wisp runs it in-process:
+//! every request passes through [`RevisionBackend::serve`], which follows the KPA's routing
+//! mode (read per request through an [`InPath`] closure) — in Proxy mode it throttles by
+//! capacity (requests wait here for a replica with a free slot), in Serve mode it goes
+//! straight to a replica's queue and holds only while no replica is ready:
 //!
 //! - [`Backends`] ([`backends`]): the endpoints registry — each revision's
 //!   [`RevisionBackend`] in a map swapped atomically, read lock-free per request — and the
@@ -12,7 +14,8 @@
 //!   on a `watch` channel for the autoscaler.
 //! - [`RevisionBackend`] ([`backend`]): a revision's ready replicas (each behind its
 //!   `wisp_queue::ReplicaQueue`), the [`lb`] policy chosen by containerConcurrency, and
-//!   the [`hold`] queue where requests wait while no replica is ready.
+//!   the [`hold`] queue where requests wait while no replica is ready (or, in Proxy mode,
+//!   none has a free slot).
 //! - [`sync_endpoints`] ([`sync`]): keeps the registry in line with the store's revisions
 //!   and the platform's replicas.
 //! - [`config::queue_config`]: a revision's queue settings (CC, timeouts, protocol from the
@@ -25,6 +28,7 @@ pub mod hold;
 pub mod lb;
 pub mod sync;
 
-pub use backend::{Poke, RevisionBackend};
+pub use backend::{Endpoint, InPath, Poke, RevisionBackend};
 pub use backends::{Backends, DEFAULT_HOLD_BOUND, ReplicaStat, RevisionStat, Stats};
+pub use hold::{HoldError, Wake};
 pub use sync::sync_endpoints;

@@ -7,7 +7,7 @@ use std::{
     net::SocketAddr,
     sync::{
         Arc,
-        atomic::{AtomicUsize, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
     },
     time::Duration,
 };
@@ -109,17 +109,28 @@ struct Front {
     backend: Arc<RevisionBackend>,
     backends: Arc<Backends>,
     pokes: Arc<AtomicUsize>,
+    /// The routing mode the backend reads: true = Proxy (activator in the path).
+    proxy: Arc<AtomicBool>,
 }
 
-/// A front server sending every request to one revision backend.
+/// A front server sending every request to one revision backend, in Serve mode.
 async fn front(cfg: QueueConfig, hold_bound: usize) -> Front {
+    front_in(cfg, hold_bound, false).await
+}
+
+/// A front server sending every request to one revision backend; `proxy`: the activator is
+/// in the path (Knative's Proxy mode).
+async fn front_in(cfg: QueueConfig, hold_bound: usize, proxy: bool) -> Front {
     let pokes = Arc::new(AtomicUsize::new(0));
     let p = pokes.clone();
+    let proxy = Arc::new(AtomicBool::new(proxy));
+    let m = proxy.clone();
     let backends = Backends::new(
         hold_bound,
         Arc::new(move |_: &RevisionKey| {
             p.fetch_add(1, Ordering::SeqCst);
         }),
+        Arc::new(move |_: &RevisionKey| m.load(Ordering::SeqCst)),
     );
     let (backend, created) = backends.ensure(&RevisionKey::new("default", "rev-1"), &cfg);
     assert!(created);
@@ -147,6 +158,7 @@ async fn front(cfg: QueueConfig, hold_bound: usize) -> Front {
         backend,
         backends,
         pokes,
+        proxy,
     }
 }
 
@@ -274,4 +286,221 @@ async fn container_concurrency_caps_each_replica_and_stats_report_load() {
     assert_eq!(r.ready_replicas, 2);
     assert_eq!(s.replicas.len(), 2);
     stats_task.abort();
+}
+
+/// Waits until `n` requests wait in the activator.
+async fn until_waiting(f: &Front, n: usize) {
+    within("requests waiting in the activator", async {
+        while f.backend.hold().waiting() < n {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_mode_holds_a_burst_in_the_activator_and_serves_it_by_capacity() {
+    // CC 1, one replica, a slow app: 30 concurrent requests (far beyond the replica's own
+    // queue of CC + 10 × CC = 11) are all served, one at a time, none shed.
+    let a = app("a").await;
+    let f = front_in(cfg(1, Duration::from_secs(20)), 100, true).await;
+    f.backend.set_replicas(&[replica("a", a.addr)]);
+    let start = std::time::Instant::now();
+    let reqs: Vec<_> = (0..30)
+        .map(|_| tokio::spawn(get(f.addr, "/?sleep=100")))
+        .collect();
+    // They wait in the activator, not in the replica's queue.
+    until_waiting(&f, 20).await;
+    let queue = f.backend.ready()[0].clone();
+    assert!(queue.queued() <= 1, "replica queue: {}", queue.queued());
+    for r in reqs {
+        let (st, body) = tokio::time::timeout(Duration::from_secs(20), r)
+            .await
+            .expect("served in time")
+            .unwrap();
+        assert_eq!((st, body.as_str()), (200, "a"));
+    }
+    assert_eq!(
+        a.max_concurrent.load(Ordering::SeqCst),
+        1,
+        "never two at once"
+    );
+    assert!(start.elapsed() >= Duration::from_millis(30 * 100 - 50));
+    assert_eq!(f.backend.hold().waiting(), 0);
+    assert_eq!(queue.reserved(), 0, "every slot given back");
+    assert!(f.backend.hold().held_total() >= 20);
+    assert_eq!(
+        f.pokes.load(Ordering::SeqCst),
+        0,
+        "capacity waits do not poke"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_mode_sheds_beyond_the_replica_queue() {
+    // The same revision in Serve mode: CC 1 + a queue of 10 at the replica, the 12th is
+    // refused at once by the replica's queue.
+    let a = app("a").await;
+    let f = front(cfg(1, Duration::from_secs(20)), 100).await;
+    f.backend.set_replicas(&[replica("a", a.addr)]);
+    let reqs: Vec<_> = (0..11)
+        .map(|_| tokio::spawn(get(f.addr, "/?sleep=300")))
+        .collect();
+    let queue = f.backend.ready()[0].clone();
+    within("11 inside the replica's queue", async {
+        while queue.in_flight() + queue.queued() < 11 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let t = std::time::Instant::now();
+    let (st, body) = within("refused", get(f.addr, "/")).await;
+    assert_eq!((st, body.as_str()), (503, "pending request queue full"));
+    assert!(
+        t.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(f.backend.hold().held_total(), 0);
+    for r in reqs {
+        assert_eq!(within("served", r).await.unwrap().0, 200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_mode_with_unlimited_concurrency_does_not_wait() {
+    let a = app("a").await;
+    let f = front_in(cfg(0, Duration::from_secs(20)), 100, true).await;
+    f.backend.set_replicas(&[replica("a", a.addr)]);
+    let t = std::time::Instant::now();
+    let reqs: Vec<_> = (0..20)
+        .map(|_| tokio::spawn(get(f.addr, "/?sleep=300")))
+        .collect();
+    for r in reqs {
+        assert_eq!(within("served", r).await.unwrap(), (200, "a".into()));
+    }
+    assert!(
+        t.elapsed() < Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
+    assert_eq!(a.max_concurrent.load(Ordering::SeqCst), 20, "all at once");
+    assert_eq!(f.backend.hold().held_total(), 0, "nobody waited");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_mode_waiting_is_bounded_by_the_hold_depth_and_times_out() {
+    // CC 1, hold depth 3: one request runs, three wait, the fifth is refused at once. The
+    // running one is cut by its queue at the revision timeout; the oldest waiter then gets
+    // the slot (and a fresh timeout in the queue), the other two end at theirs in the
+    // activator.
+    let a = app("a").await;
+    let f = front_in(cfg(1, Duration::from_millis(800)), 3, true).await;
+    f.backend.set_replicas(&[replica("a", a.addr)]);
+    let running = tokio::spawn(get(f.addr, "/?sleep=5000"));
+    let queue = f.backend.ready()[0].clone();
+    within("one running", async {
+        while queue.in_flight() < 1 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    let waiting: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(get(f.addr, "/?sleep=5000")))
+        .collect();
+    until_waiting(&f, 3).await;
+    let t = std::time::Instant::now();
+    let (st, body) = within("refused", get(f.addr, "/")).await;
+    assert_eq!((st, body.as_str()), (503, "activator queue full"));
+    assert!(t.elapsed() < Duration::from_millis(300));
+    assert_eq!(
+        within("running", running).await.unwrap(),
+        (504, "request timeout".into()),
+        "cut by the replica's queue"
+    );
+    let mut in_activator = 0;
+    for w in waiting {
+        let (st, body) = within("timed out", w).await.unwrap();
+        assert_eq!(st, 504, "{body}");
+        if body == "activator request timeout" {
+            in_activator += 1;
+        }
+    }
+    assert_eq!(in_activator, 2);
+    assert_eq!(f.backend.hold().waiting(), 0);
+    assert_eq!(f.backend.ready()[0].reserved(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_mode_spreads_by_free_slots_over_replicas() {
+    // CC 2, two replicas: 12 concurrent requests, at most 2 at once at each, none shed.
+    let (a, b) = (app("a").await, app("b").await);
+    let f = front_in(cfg(2, Duration::from_secs(20)), 100, true).await;
+    f.backend
+        .set_replicas(&[replica("a", a.addr), replica("b", b.addr)]);
+    let reqs: Vec<_> = (0..12)
+        .map(|_| tokio::spawn(get(f.addr, "/?sleep=150")))
+        .collect();
+    let mut seen = std::collections::BTreeMap::new();
+    for r in reqs {
+        let (st, body) = within("served", r).await.unwrap();
+        assert_eq!(st, 200);
+        *seen.entry(body).or_insert(0) += 1;
+    }
+    assert_eq!(a.max_concurrent.load(Ordering::SeqCst), 2);
+    assert_eq!(b.max_concurrent.load(Ordering::SeqCst), 2);
+    assert_eq!(seen.len(), 2, "{seen:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_to_proxy_waits_for_slots_taken_in_serve_mode() {
+    // Serve mode fills the replica (CC 1) with requests the activator did not throttle; the
+    // KPA then switches to Proxy: new requests wait in the activator until those finish,
+    // though their end wakes nobody (the fallback re-check covers it).
+    let a = app("a").await;
+    let f = front_in(cfg(1, Duration::from_secs(20)), 100, false).await;
+    f.backend.set_replicas(&[replica("a", a.addr)]);
+    let early: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(get(f.addr, "/?sleep=200")))
+        .collect();
+    let queue = f.backend.ready()[0].clone();
+    within("three in the replica's queue", async {
+        while queue.in_flight() + queue.queued() < 3 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await;
+    f.proxy.store(true, Ordering::SeqCst);
+    let late: Vec<_> = (0..3)
+        .map(|_| tokio::spawn(get(f.addr, "/?sleep=10")))
+        .collect();
+    until_waiting(&f, 3).await;
+    for r in early.into_iter().chain(late) {
+        assert_eq!(within("served", r).await.unwrap(), (200, "a".into()));
+    }
+    assert_eq!(a.max_concurrent.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxy_mode_serves_waiters_in_arrival_order() {
+    // CC 1: requests arriving (10 ms apart) while the first runs get the slot oldest first.
+    let a = app("a").await;
+    let f = front_in(cfg(1, Duration::from_secs(20)), 100, true).await;
+    f.backend.set_replicas(&[replica("a", a.addr)]);
+    let order = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut reqs = Vec::new();
+    for i in 0..8 {
+        let (addr, order) = (f.addr, order.clone());
+        reqs.push(tokio::spawn(async move {
+            let r = get(addr, "/?sleep=150").await;
+            order.lock().unwrap().push(i);
+            r
+        }));
+        until_waiting(&f, i).await;
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    for r in reqs {
+        assert_eq!(within("served", r).await.unwrap().0, 200);
+    }
+    assert_eq!(*order.lock().unwrap(), (0..8).collect::<Vec<_>>());
 }

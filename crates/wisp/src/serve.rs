@@ -17,7 +17,7 @@ use wisp_api::config::Config;
 use wisp_api::config::Flag;
 use wisp_apiserver::ApiState;
 use wisp_controller::{
-    Controllers, Demand,
+    Controllers, Scaling,
     routing::{RoutingTable, Visibility},
 };
 use wisp_ingress::Ingress;
@@ -41,8 +41,9 @@ pub struct ServeArgs {
     /// `name.namespace` hosts only; keep it on loopback).
     #[arg(long, default_value = "127.0.0.1:8081")]
     pub local_addr: SocketAddr,
-    /// Requests the activator holds per revision while it has no ready replica (Knative:
-    /// 10000); beyond that they get 503 at once.
+    /// Requests the activator holds per revision while it has no ready replica, or (with
+    /// the activator in the path) no replica with a free slot (Knative: 10000); beyond that
+    /// they get 503 at once.
     #[arg(long, default_value_t = wisp_activator::DEFAULT_HOLD_BOUND)]
     pub activator_queue_depth: usize,
     /// Directory holding the store and the API token.
@@ -92,22 +93,16 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
     let platform = ProcessPlatform::new(&args.data_dir.join("run"), ProcessOptions::default())
         .context("starting the process runtime")?;
     let shared: SharedPlatform = platform.clone();
-    // The demand registry is the seam between the activator and the scaler: a request
-    // waiting for a revision asks for a replica through it.
-    let demand = Arc::new(Demand::new(
-        config
-            .autoscaler
-            .stable_window
-            .to_std()
-            .unwrap_or(Duration::from_secs(60)),
-    ));
+    // The autoscaling seam: the activator pokes through it and feeds its collector; the
+    // PodAutoscaler reconciler decides from it; the Revision reconciler applies its count.
+    let scaling = Arc::new(Scaling::new(chrono::Utc::now));
     let routing = Arc::new(ArcSwap::from_pointee(RoutingTable::default()));
     let ctx = wisp_controller::Context {
         store: store.clone(),
         config: config.clone(),
         platform: shared.clone(),
         routing: routing.clone(),
-        demand: demand.clone(),
+        scaling: scaling.clone(),
         clock: chrono::Utc::now,
     };
     let (ctl_stop_tx, ctl_stop_rx) = tokio::sync::oneshot::channel::<()>();
@@ -126,11 +121,16 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
             let _ = rx.wait_for(|s| *s).await;
         }
     };
-    let poke_demand = demand.clone();
+    let poke = scaling.clone();
+    let mode = scaling.clone();
     let backends = Backends::new(
         args.activator_queue_depth,
         Arc::new(move |key: &RevisionKey| {
-            poke_demand.mark(key);
+            poke.poke(key);
+        }),
+        // The KPA's SKS mode: in Proxy mode the activator throttles by capacity.
+        Arc::new(move |key: &RevisionKey| {
+            mode.mode(key) == wisp_controller::autoscaling::RoutingMode::Proxy
         }),
     );
     let endpoint_sync = tokio::spawn(wisp_activator::sync_endpoints(
@@ -141,6 +141,11 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         stopped(),
     ));
     let stats = tokio::spawn(backends.clone().run_stats(stopped()));
+    let stats_feed = tokio::spawn(crate::stats_feed::run(
+        backends.stats(),
+        scaling.clone(),
+        stopped(),
+    ));
     let ingress = Arc::new(Ingress {
         routing,
         backends,
@@ -243,6 +248,7 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
     let _ = dp_stop_tx.send(true);
     let _ = endpoint_sync.await;
     let _ = stats.await;
+    let _ = stats_feed.await;
     platform.shutdown().await;
     if let Err(e) = store.checkpoint() {
         tracing::warn!(error = %e, "store checkpoint on shutdown");

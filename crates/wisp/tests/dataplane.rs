@@ -321,12 +321,32 @@ fn traffic_splits_tags_and_tag_header_routing() {
     }
 }
 
+/// Waits until the revision's PodAutoscaler has decided with a replica ready (desiredScale
+/// and actualScale ≥ 1): the KPA has published its routing mode for a running revision.
+fn wait_kpa_running(s: &Server, rev: &str) {
+    let path = format!(
+        "/apis/autoscaling.internal.knative.dev/v1alpha1/namespaces/default/podautoscalers/{rev}"
+    );
+    let what = format!("{rev}: KPA decided with a replica ready");
+    wait_for(&what, READY_TIMEOUT, || {
+        let pa = s.get_json(&path)?;
+        let st = &pa["status"];
+        (st["desiredScale"].as_i64()? >= 1 && st["actualScale"].as_i64()? >= 1).then_some(())
+    });
+}
+
 #[test]
 fn container_concurrency_serializes_and_sheds() {
+    // target-burst-capacity 0: once a replica runs, the KPA takes the activator out of the
+    // path (Serve mode), so the replica's own queue (CC + 10 × CC) is the only buffer.
     let s = Server::start();
     s.apply(
         &Svc {
             template_spec: "      containerConcurrency: 1\n",
+            annotations: &[
+                ("autoscaling.knative.dev/target-burst-capacity", "0"),
+                ("autoscaling.knative.dev/max-scale", "1"),
+            ],
             ..Svc::new("cc", "autoscale")
         }
         .yaml(),
@@ -334,6 +354,7 @@ fn container_concurrency_serializes_and_sheds() {
     wait_ready(&s, "services", "cc");
     let host = "cc.default.example.com";
     wait_200(&s.http_addr, host);
+    wait_kpa_running(&s, "cc-00001");
 
     // 11 concurrent requests (CC 1 + a queue of 10): all served, one at a time.
     let sleep_ms = 400;
@@ -376,6 +397,52 @@ fn container_concurrency_serializes_and_sheds() {
         );
     }
     assert!(start.elapsed() >= Duration::from_millis(11 * sleep_ms - 50));
+}
+
+#[test]
+fn container_concurrency_in_proxy_mode_holds_the_burst_in_the_activator() {
+    // Default target-burst-capacity (211) with CC 1: one replica is far short of burst
+    // capacity, so the activator stays in the path (Proxy mode) and throttles by capacity: a
+    // burst beyond the replica's queue (CC + 10 × CC = 11) waits in the activator instead of
+    // being shed, and the replica still runs one request at a time.
+    let s = Server::start();
+    s.apply(
+        &Svc {
+            template_spec: "      containerConcurrency: 1\n",
+            annotations: &[("autoscaling.knative.dev/max-scale", "1")],
+            ..Svc::new("ccp", "autoscale")
+        }
+        .yaml(),
+    );
+    wait_ready(&s, "services", "ccp");
+    let host = "ccp.default.example.com";
+    wait_200(&s.http_addr, host);
+    wait_kpa_running(&s, "ccp-00001");
+
+    let (n, sleep_ms) = (20, 200);
+    let done: Arc<Mutex<Vec<(u16, Instant)>>> = Arc::default();
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for _ in 0..n {
+            let (done, addr) = (&done, &s.http_addr);
+            scope.spawn(move || {
+                let (st, _) = get(&client(), addr, host, &format!("/?sleep={sleep_ms}"));
+                done.lock().unwrap().push((st, Instant::now()));
+            });
+        }
+    });
+    let mut done = done.lock().unwrap().clone();
+    assert_eq!(done.len(), n);
+    assert!(done.iter().all(|(st, _)| *st == 200), "{done:?}");
+    done.sort_by_key(|(_, t)| *t);
+    for w in done.windows(2) {
+        let gap = w[1].1 - w[0].1;
+        assert!(
+            gap >= Duration::from_millis(sleep_ms - 30),
+            "two requests overlapped at the app (completions {gap:?} apart)"
+        );
+    }
+    assert!(start.elapsed() >= Duration::from_millis(n as u64 * sleep_ms - 50));
 }
 
 #[test]
