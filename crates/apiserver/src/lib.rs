@@ -40,6 +40,9 @@ pub struct ApiState {
     pub user: Arc<str>,
     /// Where replicas run, for the `log` subresource (None: this server runs none).
     pub platform: Option<wisp_runtime::SharedPlatform>,
+    /// Turns true when the server shuts down: open watches and log follows end then, so
+    /// a graceful shutdown does not wait on streams that never finish by themselves.
+    pub stopping: tokio::sync::watch::Receiver<bool>,
 }
 
 /// The whole API as an axum router.

@@ -122,7 +122,12 @@ pub async fn logs(
                     }))),
                 }
             });
-        Body::from_stream(head.chain(merged))
+        // End the follow when the server shuts down, so shutdown does not wait on it.
+        let mut stopping = st.stopping.clone();
+        let stop = async move {
+            let _ = stopping.wait_for(|s| *s).await;
+        };
+        Body::from_stream(head.chain(merged).take_until(stop))
     } else {
         Body::from_stream(head)
     };

@@ -30,6 +30,7 @@ struct WatchState {
     pending: VecDeque<bytes::Bytes>,
     rx: tokio::sync::watch::Receiver<u64>,
     deadline: Option<tokio::time::Instant>,
+    stopping: tokio::sync::watch::Receiver<bool>,
     done: bool,
 }
 
@@ -86,6 +87,7 @@ pub async fn serve(
         }
     };
     let state = WatchState {
+        stopping: st.stopping.clone(),
         st,
         resource: res,
         ns,
@@ -148,18 +150,18 @@ async fn next_chunk(
             }
             Err(_) => return None,
         }
-        // Nothing new: sleep until the store commits something (or the watch times out).
-        let changed = s.rx.changed();
-        match s.deadline {
-            Some(d) => match tokio::time::timeout_at(d, changed).await {
-                Ok(Ok(())) => {}
-                _ => return None,
-            },
-            None => {
-                if changed.await.is_err() {
+        // Nothing new: sleep until the store commits something, the watch times out, or
+        // the server shuts down (then the stream ends cleanly, as a timeout would).
+        let far = tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        let until = s.deadline.unwrap_or(far);
+        tokio::select! {
+            changed = s.rx.changed() => {
+                if changed.is_err() {
                     return None;
                 }
             }
+            _ = tokio::time::sleep_until(until) => return None,
+            _ = s.stopping.wait_for(|stop| *stop) => return None,
         }
     }
 }

@@ -184,12 +184,14 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         )));
     }
 
+    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let state = ApiState {
         store: store.clone(),
         config,
         token: Some(token.clone().into()),
         user: ADMIN_USER.into(),
         platform: Some(shared),
+        stopping: stop_rx.clone(),
     };
     let listener = tokio::net::TcpListener::bind(args.api_addr)
         .await
@@ -199,7 +201,6 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
     // Tests and scripts read this line to find an ephemeral port.
     eprintln!("wisp: API listening on http://{addr}");
 
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let server =
         axum::serve(listener, wisp_apiserver::router(state)).with_graceful_shutdown(async move {
             let _ = stop_rx.wait_for(|stop| *stop).await;
@@ -238,7 +239,8 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
             Err(e) => tracing::warn!(error = %e, "ingress server task"),
         }
     }
-    // Watches never end on their own; past the grace period they are cut.
+    // Watches and log follows end on `stop_tx`; anything still open past the grace
+    // period is cut.
     match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
         Ok(joined) => joined.context("API server task")?.context("API server")?,
         Err(_) => tracing::warn!("open API connections cut after the shutdown grace period"),

@@ -530,8 +530,24 @@ fn bad_config_fails_before_binding() {
 }
 
 #[test]
-fn sigterm_exits_zero() {
+fn sigterm_exits_zero_and_ends_open_watches() {
     let mut s = Server::start();
+    // An open watch must not hold up the shutdown: the server ends it.
+    let resp = s
+        .http()
+        .get(s.url(&format!("{SVC}?watch=true")))
+        .header("authorization", s.auth())
+        .send()
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 200);
+    let reader = std::thread::spawn(move || BufReader::new(resp).lines().count());
+    let started = std::time::Instant::now();
     let status = s.terminate().expect("exit status");
     assert!(status.success(), "{status:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "shutdown waited on the watch: {:?}",
+        started.elapsed()
+    );
+    reader.join().unwrap();
 }
