@@ -100,6 +100,27 @@ pub(crate) fn owner_uids(obj: &Value) -> Vec<String> {
     uids
 }
 
+/// The string-valued entries of `metadata.labels`: what label selectors see (a non-string
+/// value, which valid objects never have, counts as absent).
+pub(crate) fn string_labels(obj: &Value) -> impl Iterator<Item = (&str, &str)> {
+    metadata(obj)
+        .and_then(|m| m.get("labels"))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+}
+
+/// The string-valued entries of `metadata.annotations`.
+pub(crate) fn string_annotations(obj: &Value) -> impl Iterator<Item = (&str, &str)> {
+    metadata(obj)
+        .and_then(|m| m.get("annotations"))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)))
+}
+
 /// `generateName` + 5 random characters, the way Kubernetes' `SimpleNameGenerator` does it.
 pub(crate) fn generate_name(prefix: &str) -> String {
     let prefix: String = prefix.chars().take(MAX_GENERATE_NAME_PREFIX).collect();

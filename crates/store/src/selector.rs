@@ -69,6 +69,18 @@ impl LabelSelector {
             .map_err(|e| StoreError::Invalid(format!("unable to parse label selector {s:?}: {e}")))
     }
 
+    /// The conjunction of `requirements`.
+    pub fn from_requirements(requirements: impl IntoIterator<Item = Requirement>) -> Self {
+        LabelSelector {
+            requirements: requirements.into_iter().collect(),
+        }
+    }
+
+    /// `key=value`, for programs (neither is validated as the string syntax would).
+    pub fn equals(key: &str, value: &str) -> Self {
+        Self::from_requirements([Requirement::new(key, Operator::Equals, [value])])
+    }
+
     pub fn is_empty(&self) -> bool {
         self.requirements.is_empty()
     }
@@ -95,7 +107,23 @@ impl LabelSelector {
 }
 
 impl Requirement {
-    fn matches(&self, value: Option<&str>) -> bool {
+    /// A requirement built in code (values are sorted and de-duplicated). Keys and values are
+    /// not validated: selectors built by programs may name any label.
+    pub fn new(
+        key: impl Into<String>,
+        op: Operator,
+        values: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Self {
+        let values: BTreeSet<String> = values.into_iter().map(Into::into).collect();
+        Requirement {
+            key: key.into(),
+            op,
+            values: values.into_iter().collect(),
+        }
+    }
+
+    /// Whether a label value (`None` = absent) satisfies the requirement.
+    pub(crate) fn matches(&self, value: Option<&str>) -> bool {
         let has = |v: &str| self.values.iter().any(|x| x == v);
         let compare = |v: &str, want: std::cmp::Ordering| match (
             v.parse::<i64>(),

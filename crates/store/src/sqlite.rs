@@ -1,9 +1,17 @@
 //! The SQLite layer: connection setup, schema, and the write transaction every mutation runs in.
 //!
-//! Schema (version 1):
+//! Schema (version 2):
 //!
 //! * `objects(resource, namespace, name, uid, resource_version, object)`: the current state,
 //!   one row per object, full JSON in `object`.
+//! * `labels(resource, namespace, name, key, value)`: one row per string-valued
+//!   `metadata.labels` entry of every object, written in the same transaction as the object,
+//!   so label selectors are evaluated in SQL (an index lookup) before any JSON is parsed.
+//!   Added in version 2; opening a version-1 file backfills it.
+//! * `annotation_items(resource, namespace, name, key, item)`: the comma-separated items
+//!   (trimmed, empty ones dropped) of every string-valued annotation of at most
+//!   [`MAX_ITEMIZED`] bytes, and one row with item `''` for a longer one, so "which objects
+//!   list X in annotation K" is an index lookup. Maintained and backfilled like `labels`.
 //! * `owners(owner_uid, child_ns, child_resource, child_name)`: one row per
 //!   `metadata.ownerReferences[].uid`, so cascading deletion is an index lookup per deleted
 //!   object instead of a scan of every object's JSON.
@@ -11,15 +19,27 @@
 //!   log, bounded by compaction.
 //! * `meta(key, value)`: `revision` (the global counter), `compacted` (highest resourceVersion
 //!   removed from `events`), `schema_version`.
+//!
+//! Reads return the stored JSON *text*: the caller parses it after releasing the connection,
+//! so one big list does not hold every other reader and writer up while it is decoded.
 
 use std::time::Duration;
 
-use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior, params};
+use rusqlite::{
+    Connection, OptionalExtension, Transaction, TransactionBehavior, params, params_from_iter,
+};
 use serde_json::Value;
 
-use crate::{EventType, StoreError, WatchEvent};
+use crate::object;
+use crate::selector::{LabelSelector, Operator, Requirement};
+use crate::{EventType, StoreError};
 
-const SCHEMA_VERSION: i64 = 1;
+const SCHEMA_VERSION: i64 = 2;
+
+/// Annotations longer than this are not split into `annotation_items` (a long value is
+/// rarely a list, e.g. `last-applied-configuration`); they get one `''` row instead, and a
+/// lookup checks such objects' JSON.
+pub(crate) const MAX_ITEMIZED: usize = 1024;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (
@@ -52,6 +72,25 @@ CREATE TABLE IF NOT EXISTS events (
     type             TEXT NOT NULL,
     object           TEXT NOT NULL
 );
+CREATE TABLE IF NOT EXISTS labels (
+    resource  TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    name      TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    value     TEXT NOT NULL,
+    PRIMARY KEY (resource, namespace, name, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS labels_by_value ON labels (resource, key, value, namespace, name);
+CREATE TABLE IF NOT EXISTS annotation_items (
+    resource  TEXT NOT NULL,
+    namespace TEXT NOT NULL,
+    name      TEXT NOT NULL,
+    key       TEXT NOT NULL,
+    item      TEXT NOT NULL,
+    PRIMARY KEY (resource, namespace, name, key, item)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS annotation_items_by_item
+    ON annotation_items (resource, namespace, key, item, name);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('revision', 0), ('compacted', 0);
 ";
 
@@ -69,6 +108,8 @@ pub(crate) fn init(conn: &mut Connection, busy_timeout: Duration) -> Result<(), 
     // Another process (e.g. a second `wisp serve` by mistake, or the sqlite3 shell) holding the
     // lock should make us wait a little, not fail at once.
     conn.busy_timeout(busy_timeout)?;
+    // Selector queries are built per selector shape; keep a few more than the default 16.
+    conn.set_prepared_statement_cache_capacity(64);
 
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     tx.execute_batch(SCHEMA)?;
@@ -87,6 +128,16 @@ pub(crate) fn init(conn: &mut Connection, busy_timeout: Duration) -> Result<(), 
             )?;
         }
         Some(v) if v == SCHEMA_VERSION => {}
+        Some(1) => {
+            // Version 1 had no `labels`/`annotation_items` tables (just created, empty): fill
+            // them from the objects, in this same transaction, so a crash leaves either
+            // version 1 or a complete version 2.
+            backfill_metadata_index(&tx)?;
+            tx.execute(
+                "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
+                [SCHEMA_VERSION],
+            )?;
+        }
         Some(v) => {
             return Err(StoreError::Corrupt(format!(
                 "store schema version {v} is not supported by this binary (expects {SCHEMA_VERSION})"
@@ -94,6 +145,77 @@ pub(crate) fn init(conn: &mut Connection, busy_timeout: Duration) -> Result<(), 
         }
     }
     tx.commit()?;
+    Ok(())
+}
+
+/// Writes the `labels` and `annotation_items` rows of every stored object (schema 1 → 2).
+fn backfill_metadata_index(tx: &Transaction<'_>) -> Result<(), StoreError> {
+    let mut stmt = tx.prepare("SELECT resource, namespace, name, object FROM objects")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+        ))
+    })?;
+    for row in rows {
+        let (resource, namespace, name, text) = row?;
+        insert_metadata_index(tx, &resource, &namespace, &name, &parse_json(&text)?)?;
+    }
+    Ok(())
+}
+
+/// The `annotation_items` rows of one annotation value.
+fn annotation_items(value: &str) -> Vec<&str> {
+    if value.len() > MAX_ITEMIZED {
+        return vec![""];
+    }
+    let mut items: Vec<&str> = value
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
+    items.sort_unstable();
+    items.dedup();
+    items
+}
+
+/// The `labels` and `annotation_items` rows of one object.
+fn insert_metadata_index(
+    conn: &Connection,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+    obj: &Value,
+) -> Result<(), StoreError> {
+    insert_labels(conn, resource, namespace, name, obj)?;
+    let mut stmt = conn.prepare_cached(
+        "INSERT OR IGNORE INTO annotation_items (resource, namespace, name, key, item)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for (key, value) in object::string_annotations(obj) {
+        for item in annotation_items(value) {
+            stmt.execute(params![resource, namespace, name, key, item])?;
+        }
+    }
+    Ok(())
+}
+
+fn insert_labels(
+    conn: &Connection,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+    obj: &Value,
+) -> Result<(), StoreError> {
+    let mut stmt = conn.prepare_cached(
+        "INSERT OR REPLACE INTO labels (resource, namespace, name, key, value)
+         VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?;
+    for (key, value) in object::string_labels(obj) {
+        stmt.execute(params![resource, namespace, name, key, value])?;
+    }
     Ok(())
 }
 
@@ -124,41 +246,251 @@ pub(crate) fn compacted(conn: &Connection) -> Result<u64, StoreError> {
     meta_value(conn, "compacted")
 }
 
-fn parse_json(text: &str) -> Result<Value, StoreError> {
+pub(crate) fn parse_json(text: &str) -> Result<Value, StoreError> {
     serde_json::from_str(text).map_err(|e| StoreError::Corrupt(format!("stored object: {e}")))
 }
 
+/// The stored JSON text of one object.
 pub(crate) fn get(
     conn: &Connection,
     resource: &str,
     namespace: &str,
     name: &str,
-) -> Result<Option<Value>, StoreError> {
-    let text: Option<String> = conn
+) -> Result<Option<String>, StoreError> {
+    Ok(conn
         .prepare_cached(
             "SELECT object FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3",
         )?
         .query_row(params![resource, namespace, name], |r| r.get(0))
-        .optional()?;
-    text.as_deref().map(parse_json).transpose()
+        .optional()?)
 }
 
-/// Objects of one resource, sorted by (namespace, name), optionally in one namespace.
+/// Appends `v` to the query parameters and returns its placeholder (`?N`).
+fn bind<'a>(params: &mut Vec<&'a str>, v: &'a str) -> String {
+    params.push(v);
+    format!("?{}", params.len())
+}
+
+/// `l.value IN (?a, ?b)` for a requirement's values.
+fn values_in<'a>(params: &mut Vec<&'a str>, r: &'a Requirement) -> String {
+    let list: Vec<String> = r.values.iter().map(|v| bind(params, v)).collect();
+    format!("l.value IN ({})", list.join(", "))
+}
+
+/// Whether SQL alone decides a requirement. `>`/`<` compare integers the way Rust parses
+/// them (`i64::from_str`), which SQL's casts do not reproduce exactly: SQL only checks that
+/// the label exists, and the value, selected alongside the object, is compared in Rust.
+fn exact_in_sql(r: &Requirement) -> bool {
+    !matches!(r.op, Operator::GreaterThan | Operator::LessThan)
+}
+
+/// JSON text of the objects of one resource, sorted by (namespace, name), optionally in one
+/// namespace and matching a label selector.
+///
+/// The selector becomes SQL over the `labels` table, so only matching rows are read at all:
+/// `=`/`in`/exists/`>`/`<` select the names carrying the label (an index range), and
+/// `!=`/`notin`/`!key` exclude those that carry it (a primary-key probe per row). This is
+/// exactly [`LabelSelector::matches_object`]: the table holds the string-valued labels only,
+/// which is what matching sees (non-string values count as absent), and a key has at most
+/// one value, so "no row with key k and value in S" is "absent or not in S".
 pub(crate) fn list(
     conn: &Connection,
     resource: &str,
     namespace: Option<&str>,
-) -> Result<Vec<Value>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT object FROM objects WHERE resource = ?1 AND (?2 IS NULL OR namespace = ?2)
-         ORDER BY namespace, name",
-    )?;
-    let rows = stmt.query_map(params![resource, namespace], |r| r.get::<_, String>(0))?;
+    selector: Option<&LabelSelector>,
+) -> Result<Vec<String>, StoreError> {
+    let q = ListQuery::new(resource, namespace, selector);
+    let mut stmt = conn.prepare_cached(&q.sql)?;
+    let mut rows = stmt.query(params_from_iter(q.params.iter()))?;
     let mut out = Vec::new();
-    for text in rows {
-        out.push(parse_json(&text?)?);
+    while let Some(row) = rows.next()? {
+        let mut keep = true;
+        for (i, r) in q.residual.iter().enumerate() {
+            let value: Option<String> = row.get(i + 1)?;
+            keep &= r.matches(value.as_deref());
+        }
+        if keep {
+            out.push(row.get(0)?);
+        }
     }
     Ok(out)
+}
+
+/// The SQL of [`list`] and its parameters.
+struct ListQuery<'a> {
+    sql: String,
+    params: Vec<&'a str>,
+    /// Requirements SQL only approximates; their label values are columns 1.. of the result.
+    residual: Vec<&'a Requirement>,
+}
+
+impl<'a> ListQuery<'a> {
+    fn new(
+        resource: &'a str,
+        namespace: Option<&'a str>,
+        selector: Option<&'a LabelSelector>,
+    ) -> Self {
+        let requirements = selector.map_or(&[][..], LabelSelector::requirements);
+        let mut params: Vec<&str> = Vec::new();
+        let res = bind(&mut params, resource);
+        let ns = namespace.map(|ns| bind(&mut params, ns));
+        let mut sql = String::from("SELECT o.object");
+        let residual: Vec<&Requirement> =
+            requirements.iter().filter(|r| !exact_in_sql(r)).collect();
+        for r in &residual {
+            let k = bind(&mut params, &r.key);
+            sql += &format!(
+                ", (SELECT l.value FROM labels l WHERE l.resource = o.resource \
+                 AND l.namespace = o.namespace AND l.name = o.name AND l.key = {k})"
+            );
+        }
+        sql += &format!(" FROM objects o WHERE o.resource = {res}");
+        if let Some(ns) = &ns {
+            sql += &format!(" AND o.namespace = {ns}");
+        }
+        for r in requirements {
+            let with_values = match r.op {
+                Operator::Exists
+                | Operator::DoesNotExist
+                | Operator::GreaterThan
+                | Operator::LessThan => None,
+                // An empty value set (not parseable, but constructible): `in ()` matches
+                // nothing, `notin ()` everything.
+                Operator::Equals | Operator::In if r.values.is_empty() => {
+                    sql += " AND 0";
+                    continue;
+                }
+                Operator::NotEquals | Operator::NotIn if r.values.is_empty() => continue,
+                Operator::Equals | Operator::In | Operator::NotEquals | Operator::NotIn => {
+                    Some(values_in(&mut params, r))
+                }
+            };
+            let value_cond = with_values.map_or(String::new(), |c| format!(" AND {c}"));
+            let k = bind(&mut params, &r.key);
+            let positive = !matches!(
+                r.op,
+                Operator::NotEquals | Operator::NotIn | Operator::DoesNotExist
+            );
+            sql += &if !positive {
+                format!(
+                    " AND NOT EXISTS (SELECT 1 FROM labels l WHERE l.resource = o.resource \
+                     AND l.namespace = o.namespace AND l.name = o.name AND l.key = {k}{value_cond})"
+                )
+            } else if let Some(ns) = &ns {
+                // A set of names from the index, which the planner drives the lookup from.
+                format!(
+                    " AND o.name IN (SELECT l.name FROM labels l WHERE l.resource = {res} \
+                     AND l.key = {k}{value_cond} AND l.namespace = {ns})"
+                )
+            } else {
+                format!(
+                    " AND (o.namespace, o.name) IN (SELECT l.namespace, l.name FROM labels l \
+                     WHERE l.resource = {res} AND l.key = {k}{value_cond})"
+                )
+            };
+        }
+        sql += " ORDER BY o.namespace, o.name";
+        ListQuery {
+            sql,
+            params,
+            residual,
+        }
+    }
+}
+
+/// `EXPLAIN QUERY PLAN` of a [`list`], one line per step.
+#[cfg(test)]
+pub(crate) fn explain_list(
+    conn: &Connection,
+    resource: &str,
+    namespace: Option<&str>,
+    selector: Option<&LabelSelector>,
+) -> Vec<String> {
+    let q = ListQuery::new(resource, namespace, selector);
+    let mut stmt = conn
+        .prepare(&format!("EXPLAIN QUERY PLAN {}", q.sql))
+        .unwrap();
+    stmt.query_map(params_from_iter(q.params.iter()), |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// Whether `item` is one of the comma-separated, whitespace-trimmed, non-empty items of
+/// `list` (the shape of list-valued annotations such as `serving.knative.dev/routes`).
+pub(crate) fn list_contains(list: &str, item: &str) -> bool {
+    !item.is_empty() && list.split(',').map(str::trim).any(|s| s == item)
+}
+
+/// JSON text of the objects of one resource in one namespace whose annotation `key` is a
+/// string listing `item` (see [`list_contains`]), sorted by name.
+///
+/// An index lookup in `annotation_items`; only objects whose annotation was too long to be
+/// itemized are checked against their JSON as well (SQLite extracts the annotation, the
+/// membership test is [`list_contains`]), so the answer is exact.
+pub(crate) fn list_annotated(
+    conn: &Connection,
+    resource: &str,
+    namespace: &str,
+    key: &str,
+    item: &str,
+) -> Result<Vec<String>, StoreError> {
+    if item.is_empty() {
+        return Ok(Vec::new());
+    }
+    let mut stmt = conn.prepare_cached(
+        "SELECT o.object, a.item = '',
+                CASE WHEN a.item = '' THEN
+                    (SELECT j.value FROM json_each(o.object, '$.metadata.annotations') j
+                     WHERE j.key = ?3 AND j.type = 'text')
+                END
+         FROM annotation_items a
+         JOIN objects o
+           ON o.resource = a.resource AND o.namespace = a.namespace AND o.name = a.name
+         WHERE a.resource = ?1 AND a.namespace = ?2 AND a.key = ?3 AND a.item IN (?4, '')
+         ORDER BY o.name",
+    )?;
+    let rows = stmt.query_map(params![resource, namespace, key, item], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, bool>(1)?,
+            r.get::<_, Option<String>>(2)?,
+        ))
+    })?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (text, long, list) = row?;
+        if !long || list.is_some_and(|l| list_contains(&l, item)) {
+            out.push(text);
+        }
+    }
+    Ok(out)
+}
+
+/// `EXPLAIN QUERY PLAN` of the lookup in [`list_annotated`], one line per step.
+#[cfg(test)]
+pub(crate) fn explain_annotated(conn: &Connection) -> Vec<String> {
+    let mut stmt = conn
+        .prepare(
+            "EXPLAIN QUERY PLAN SELECT o.object FROM annotation_items a
+             JOIN objects o
+               ON o.resource = a.resource AND o.namespace = a.namespace AND o.name = a.name
+             WHERE a.resource = ?1 AND a.namespace = ?2 AND a.key = ?3 AND a.item IN (?4, '')
+             ORDER BY o.name",
+        )
+        .unwrap();
+    stmt.query_map(params!["r", "ns", "k", "i"], |r| r.get::<_, String>(3))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
+}
+
+/// One row of the event log, the object still as JSON text.
+pub(crate) struct RawEvent {
+    pub(crate) resource_version: u64,
+    pub(crate) resource: String,
+    pub(crate) event_type: EventType,
+    pub(crate) object: String,
 }
 
 pub(crate) fn events_since(
@@ -167,7 +499,7 @@ pub(crate) fn events_since(
     resource: Option<&str>,
     namespace: Option<&str>,
     limit: usize,
-) -> Result<Vec<WatchEvent>, StoreError> {
+) -> Result<Vec<RawEvent>, StoreError> {
     let mut stmt = conn.prepare_cached(
         "SELECT resource_version, resource, type, object FROM events
          WHERE resource_version > ?1 AND (?2 IS NULL OR resource = ?2)
@@ -188,11 +520,11 @@ pub(crate) fn events_since(
         let (resource_version, resource, ty, object) = row?;
         let event_type = EventType::from_db(&ty)
             .ok_or_else(|| StoreError::Corrupt(format!("unknown event type {ty:?}")))?;
-        out.push(WatchEvent {
+        out.push(RawEvent {
             resource_version,
             resource,
             event_type,
-            object: parse_json(&object)?,
+            object,
         });
     }
     Ok(out)
@@ -236,7 +568,10 @@ impl<'c> WriteTx<'c> {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, StoreError> {
-        get(&self.tx, resource, namespace, name)
+        get(&self.tx, resource, namespace, name)?
+            .as_deref()
+            .map(parse_json)
+            .transpose()
     }
 
     pub(crate) fn exists(
@@ -261,8 +596,9 @@ impl<'c> WriteTx<'c> {
             .exists(params![uid])?)
     }
 
-    /// Inserts or replaces an object row at resourceVersion `rv`, and its owner index rows
-    /// when `owners` is given (`None` = ownerReferences unchanged).
+    /// Inserts or replaces an object row at resourceVersion `rv`. When `owners` is given its
+    /// owner index rows and label rows are rewritten too; `None` means the metadata did not
+    /// change (a status update), so neither needs touching.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn put(
         &self,
@@ -297,6 +633,25 @@ impl<'c> WriteTx<'c> {
             for owner in owners {
                 stmt.execute(params![owner, namespace, resource, name])?;
             }
+            self.clear_metadata_index(resource, namespace, name)?;
+            insert_metadata_index(&self.tx, resource, namespace, name, obj)?;
+        }
+        Ok(())
+    }
+
+    fn clear_metadata_index(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(), StoreError> {
+        for sql in [
+            "DELETE FROM labels WHERE resource = ?1 AND namespace = ?2 AND name = ?3",
+            "DELETE FROM annotation_items WHERE resource = ?1 AND namespace = ?2 AND name = ?3",
+        ] {
+            self.tx
+                .prepare_cached(sql)?
+                .execute(params![resource, namespace, name])?;
         }
         Ok(())
     }
@@ -321,7 +676,8 @@ impl<'c> WriteTx<'c> {
                 "DELETE FROM objects WHERE resource = ?1 AND namespace = ?2 AND name = ?3",
             )?
             .execute(params![resource, namespace, name])?;
-        self.clear_owners(resource, namespace, name)
+        self.clear_owners(resource, namespace, name)?;
+        self.clear_metadata_index(resource, namespace, name)
     }
 
     /// Objects in `namespace` that name `owner_uid` in their ownerReferences, as

@@ -114,6 +114,11 @@ impl Store {
         self.inner.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    #[cfg(test)]
+    pub(crate) fn inner_conn_for_tests(&self) -> MutexGuard<'_, Connection> {
+        self.conn()
+    }
+
     fn now(&self) -> String {
         (self.inner.options.clock)().to_rfc3339_opts(SecondsFormat::Secs, true)
     }
@@ -155,26 +160,69 @@ impl Store {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, StoreError> {
+        self.get_raw(resource, namespace, name)?
+            .as_deref()
+            .map(sqlite::parse_json)
+            .transpose()
+    }
+
+    /// [`get`](Self::get) without parsing: the stored JSON text, for callers that decode it
+    /// straight into their own types.
+    pub fn get_raw(
+        &self,
+        resource: &str,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<String>, StoreError> {
         sqlite::get(&self.conn(), resource, namespace, name)
     }
 
     /// Objects of `resource` sorted by (namespace, name); `namespace: None` lists all
     /// namespaces. `selector` filters on `metadata.labels`. Also returns the global
     /// resourceVersion the list is consistent with: a watch from there misses nothing.
+    ///
+    /// The selector is evaluated by SQLite on the label index, so objects that do not match
+    /// are never read or parsed; the ones that do are parsed after the connection is released.
     pub fn list(
         &self,
         resource: &str,
         namespace: Option<&str>,
         selector: Option<&LabelSelector>,
     ) -> Result<(Vec<Value>, u64), StoreError> {
+        let (texts, rev) = self.list_raw(resource, namespace, selector)?;
+        let items = texts
+            .iter()
+            .map(|t| sqlite::parse_json(t))
+            .collect::<Result<_, _>>()?;
+        Ok((items, rev))
+    }
+
+    /// [`list`](Self::list) without parsing: the stored JSON text of each object.
+    pub fn list_raw(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        selector: Option<&LabelSelector>,
+    ) -> Result<(Vec<String>, u64), StoreError> {
+        let selector = selector.filter(|s| !s.is_empty());
         let conn = self.conn();
         let rev = sqlite::revision(&conn)?;
-        let mut items = sqlite::list(&conn, resource, namespace)?;
-        drop(conn);
-        if let Some(sel) = selector.filter(|s| !s.is_empty()) {
-            items.retain(|o| sel.matches_object(o));
-        }
+        let items = sqlite::list(&conn, resource, namespace, selector)?;
         Ok((items, rev))
+    }
+
+    /// The stored JSON text of the objects of `resource` in `namespace` whose annotation `key`
+    /// is a comma-separated list naming `item` (items are trimmed of whitespace; empty ones
+    /// never match), sorted by name: "which objects name X" for list-valued annotations such
+    /// as `serving.knative.dev/routes`. Evaluated in SQL, so only the matches are returned.
+    pub fn list_raw_by_annotation_item(
+        &self,
+        resource: &str,
+        namespace: &str,
+        key: &str,
+        item: &str,
+    ) -> Result<Vec<String>, StoreError> {
+        sqlite::list_annotated(&self.conn(), resource, namespace, key, item)
     }
 
     /// Creates an object.
@@ -386,7 +434,19 @@ impl Store {
                 oldest: compacted,
             });
         }
-        sqlite::events_since(&conn, from, resource, namespace, limit)
+        let raw = sqlite::events_since(&conn, from, resource, namespace, limit)?;
+        // Parse with the connection released: other readers and writers need not wait.
+        drop(conn);
+        raw.into_iter()
+            .map(|e| {
+                Ok(WatchEvent {
+                    resource_version: e.resource_version,
+                    resource: e.resource,
+                    event_type: e.event_type,
+                    object: sqlite::parse_json(&e.object)?,
+                })
+            })
+            .collect()
     }
 
     /// Forces the WAL into the main database file and truncates it. Not needed for durability

@@ -994,3 +994,395 @@ fn children_of_a_deleted_owner_are_refused() {
         "a refused create wrote nothing"
     );
 }
+
+// ------------------------------------------------------------------ selectors evaluated in SQL
+
+/// Objects with every label shape matching has to cope with: several namespaces, absent and
+/// `null` label maps, non-string values (absent to selectors), empty values, prefixed keys,
+/// integers for `>`/`<` (and things that are not quite integers).
+fn seeded_for_sql_selectors() -> (TempDir, Store) {
+    let (dir, store) = temp_store();
+    let items: Vec<(&str, &str, Value)> = vec![
+        (
+            "default",
+            "a",
+            json!({"app": "api", "tier": "back", "canary": "true"}),
+        ),
+        ("default", "b", json!({"app": "web", "tier": "front"})),
+        ("default", "c", json!({"app": "web", "tier": "", "n": "10"})),
+        ("default", "d", json!({"app": 7, "tier": null, "n": "+3"})),
+        ("default", "e", Value::Null),
+        ("default", "f", json!({"example.com/role": "x", "n": "-2"})),
+        (
+            "prod",
+            "a",
+            json!({"app": "web", "version": "3", "n": "007"}),
+        ),
+        ("prod", "g", json!({"app": "db", "n": "1e3"})),
+        ("dev", "z", json!({})),
+        ("dev", "y", json!({"n": "99999999999999999999"})),
+    ];
+    for (ns, name, labels) in items {
+        store.create(SVC, obj(ns, name, labels)).unwrap();
+    }
+    store
+        .create(
+            SVC,
+            json!({"metadata": {"name": "nolabels", "namespace": "default"}, "spec": {}}),
+        )
+        .unwrap();
+    // Another resource with the same labels must never leak into the results.
+    store
+        .create(CFG, obj("default", "a", json!({"app": "web"})))
+        .unwrap();
+    (dir, store)
+}
+
+const SQL_SELECTORS: &[&str] = &[
+    "",
+    "app=web",
+    "app==api",
+    "app!=web",
+    "app=",
+    "tier=",
+    "tier!=",
+    "tier",
+    "!tier",
+    "app",
+    "!app",
+    "app in (web,api)",
+    "app in (db)",
+    "app notin (web)",
+    "app notin (web,api,db)",
+    "app in (web),tier notin (front)",
+    "app=web,!tier",
+    "app=web,version",
+    "canary,app in (api,x)",
+    "example.com/role=x",
+    "example.com/role",
+    "!example.com/role,!app",
+    "app!=web,app!=api,tier",
+    "nope",
+    "!nope",
+    "nope notin (x)",
+    "n>2",
+    "n<0",
+    "n>6",
+    "n<11,app=web",
+    "n>-100,!version",
+    "version>2",
+];
+
+/// What the store's list used to do: read everything, filter in Rust.
+fn filter_in_rust(store: &Store, ns: Option<&str>, sel: &LabelSelector) -> Vec<String> {
+    let (all, _) = store.list(SVC, ns, None).unwrap();
+    let kept: Vec<Value> = all.into_iter().filter(|o| sel.matches_object(o)).collect();
+    ns_names(&kept)
+}
+
+#[test]
+fn selectors_in_sql_equal_the_rust_filter() {
+    let (_dir, store) = seeded_for_sql_selectors();
+    let (everything, _) = store.list(SVC, None, None).unwrap();
+    assert_eq!(everything.len(), 11);
+    for sel in SQL_SELECTORS {
+        let parsed = LabelSelector::parse(sel).unwrap();
+        for ns in [None, Some("default"), Some("prod"), Some("missing")] {
+            let (items, _) = store.list(SVC, ns, Some(&parsed)).unwrap();
+            assert_eq!(
+                ns_names(&items),
+                filter_in_rust(&store, ns, &parsed),
+                "selector {sel:?} in {ns:?}"
+            );
+            // The raw variant returns the same objects, still as text.
+            let (raw, _) = store.list_raw(SVC, ns, Some(&parsed)).unwrap();
+            let parsed_raw: Vec<Value> = raw
+                .iter()
+                .map(|t| serde_json::from_str(t).unwrap())
+                .collect();
+            assert_eq!(parsed_raw, items, "raw {sel:?} in {ns:?}");
+        }
+    }
+    // A few answers spelled out, so both sides being wrong the same way would show.
+    let names = |sel: &str, ns: Option<&str>| {
+        let (items, _) = store
+            .list(SVC, ns, Some(&LabelSelector::parse(sel).unwrap()))
+            .unwrap();
+        ns_names(&items)
+    };
+    assert_eq!(names("app=web", None), ["default/b", "default/c", "prod/a"]);
+    assert_eq!(
+        names("!app", Some("default")),
+        ["default/d", "default/e", "default/f", "default/nolabels"],
+        "a non-string value counts as absent"
+    );
+    assert_eq!(names("tier=", None), ["default/c"]);
+    assert_eq!(names("n>6", None), ["default/c", "prod/a"]);
+    assert_eq!(names("n<0", None), ["default/f"]);
+    assert_eq!(names("n>2", Some("default")), ["default/c", "default/d"]);
+}
+
+#[test]
+fn selectors_in_sql_built_in_code() {
+    use crate::selector::{Operator, Requirement};
+    let (_dir, store) = seeded_for_sql_selectors();
+    let cases = [
+        LabelSelector::equals("app", "web"),
+        LabelSelector::from_requirements([Requirement::new("app", Operator::In, ["api", "db"])]),
+        // Empty sets cannot be parsed but can be built: `in ()` is nothing, `notin ()` all.
+        LabelSelector::from_requirements([Requirement::new(
+            "app",
+            Operator::In,
+            Vec::<String>::new(),
+        )]),
+        LabelSelector::from_requirements([Requirement::new(
+            "app",
+            Operator::NotIn,
+            Vec::<String>::new(),
+        )]),
+        // Keys the parser would reject still work.
+        LabelSelector::equals("not a valid key", "x"),
+    ];
+    for sel in cases {
+        for ns in [None, Some("default")] {
+            let (items, _) = store.list(SVC, ns, Some(&sel)).unwrap();
+            assert_eq!(
+                ns_names(&items),
+                filter_in_rust(&store, ns, &sel),
+                "{sel:?} in {ns:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn label_index_follows_writes() {
+    let (_dir, store) = temp_store();
+    let sel = |s: &str| LabelSelector::parse(s).unwrap();
+    let names = |s: &str| ns_names(&store.list(SVC, None, Some(&sel(s))).unwrap().0);
+    let o = store
+        .create(SVC, obj("default", "a", json!({"app": "web", "old": "1"})))
+        .unwrap();
+    assert_eq!(names("app=web"), ["default/a"]);
+
+    // An update replaces the labels.
+    let mut changed = o.clone();
+    changed["metadata"]["labels"] = json!({"app": "api"});
+    let o = store.update(SVC, changed).unwrap();
+    assert!(names("app=web").is_empty());
+    assert!(names("old").is_empty());
+    assert_eq!(names("app=api"), ["default/a"]);
+
+    // A status update leaves them alone (and cannot change them).
+    let mut status = o.clone();
+    status["status"] = json!({"x": 1});
+    status["metadata"]["labels"] = json!({"app": "ignored"});
+    store.update_status(SVC, status).unwrap();
+    assert_eq!(names("app=api"), ["default/a"]);
+
+    // A failed write leaves the index as it was (same transaction).
+    let mut stale = o.clone();
+    stale["metadata"]["labels"] = json!({"app": "lost"});
+    stale["metadata"]["resourceVersion"] = json!("1");
+    assert!(store.update(SVC, stale).unwrap_err().is_conflict());
+    assert!(names("app=lost").is_empty());
+    assert_eq!(names("app=api"), ["default/a"]);
+
+    // Deletion (also by cascade) removes them.
+    let owner_uid = uid(&o);
+    let mut child = owned("default", "child", &owner_uid);
+    child["metadata"]["labels"] = json!({"app": "api"});
+    store.create(SVC, child).unwrap();
+    assert_eq!(names("app=api"), ["default/a", "default/child"]);
+    store.delete(SVC, "default", "a", None).unwrap();
+    assert!(names("app=api").is_empty());
+    assert!(names("").is_empty());
+
+    // Re-created under the same name: the new labels only.
+    store
+        .create(SVC, obj("default", "a", json!({"tier": "x"})))
+        .unwrap();
+    assert!(names("app").is_empty());
+    assert_eq!(names("tier=x"), ["default/a"]);
+}
+
+#[test]
+fn schema_1_files_are_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wisp.db");
+    {
+        let store = Store::open(&path).unwrap();
+        store
+            .create(SVC, obj("default", "a", json!({"app": "web", "n": 5})))
+            .unwrap();
+        let mut b = obj("prod", "b", json!({"app": "api"}));
+        b["metadata"]["annotations"] = json!({"list": "x, y"});
+        store.create(SVC, b).unwrap();
+        store.checkpoint().unwrap();
+    }
+    // Make it what version 1 wrote: no side tables.
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "DROP TABLE labels; DROP TABLE annotation_items;
+             UPDATE meta SET value = 1 WHERE key = 'schema_version';",
+        )
+        .unwrap();
+    }
+    let store = Store::open(&path).unwrap();
+    let names = |s: &str| {
+        let sel = LabelSelector::parse(s).unwrap();
+        ns_names(&store.list(SVC, None, Some(&sel)).unwrap().0)
+    };
+    assert_eq!(names("app=web"), ["default/a"]);
+    assert_eq!(names("app"), ["default/a", "prod/b"]);
+    assert_eq!(
+        names("n"),
+        Vec::<String>::new(),
+        "non-string values are not labels"
+    );
+    assert_eq!(names("!app"), Vec::<String>::new());
+    assert_eq!(
+        store
+            .list_raw_by_annotation_item(SVC, "prod", "list", "y")
+            .unwrap()
+            .len(),
+        1
+    );
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let version: i64 = conn
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(version, 2);
+
+    // A newer schema than this binary knows is refused, not silently misread.
+    conn.execute("UPDATE meta SET value = 3 WHERE key = 'schema_version'", [])
+        .unwrap();
+    drop(conn);
+    assert!(matches!(Store::open(&path), Err(StoreError::Corrupt(_))));
+}
+
+#[test]
+fn selector_queries_use_the_label_index() {
+    // The point of the labels table: a selective selector does not scan the namespace.
+    let (_dir, store) = seeded_for_sql_selectors();
+    let conn = store.inner_conn_for_tests();
+    for (sel, ns) in [("app=web", Some("default")), ("app in (a,b)", None)] {
+        let sel = LabelSelector::parse(sel).unwrap();
+        let plan = crate::sqlite::explain_list(&conn, SVC, ns, Some(&sel));
+        assert!(
+            plan.iter().any(|l| l.contains("labels_by_value")),
+            "{sel} {ns:?}: {plan:#?}"
+        );
+        assert!(
+            !plan.iter().any(|l| l.starts_with("SCAN o")),
+            "{sel} {ns:?}: {plan:#?}"
+        );
+    }
+}
+
+#[test]
+fn annotation_item_queries() {
+    let (_dir, store) = temp_store();
+    const KEY: &str = "serving.knative.dev/routes";
+    let with = |name: &str, annotations: Value| {
+        json!({
+            "metadata": {"name": name, "namespace": "default", "annotations": annotations},
+            "spec": {"mentions": "r1 r2,r3"},
+        })
+    };
+    // Longer than what is itemized: found through their JSON.
+    let long_with_r4 = format!("{},r4", "x".repeat(crate::sqlite::MAX_ITEMIZED));
+    let long_without = format!("{},r44", "x".repeat(crate::sqlite::MAX_ITEMIZED));
+    for o in [
+        with("a", json!({KEY: "r1"})),
+        with("b", json!({KEY: "r10,r2"})),
+        with("c", json!({KEY: " r2 , r1 ,\tr5"})),
+        with("d", json!({"other": "r1", KEY: ""})),
+        with("e", json!({KEY: 1})),
+        with("f", Value::Null),
+        with("g", json!({KEY: "x\"y,r3"})),
+        with("h", json!({KEY: long_with_r4})),
+        with("i", json!({KEY: long_without, "other": "r4"})),
+        with("j", json!({KEY: "r1,r1"})),
+    ] {
+        store.create(CFG, o).unwrap();
+    }
+    store.create(REV, with("a", json!({KEY: "r1"}))).unwrap();
+    store
+        .create(
+            CFG,
+            json!({"metadata": {"name": "h", "namespace": "prod", "annotations": {KEY: "r1"}}}),
+        )
+        .unwrap();
+    let names = |item: &str| -> Vec<String> {
+        store
+            .list_raw_by_annotation_item(CFG, "default", KEY, item)
+            .unwrap()
+            .iter()
+            .map(|t| {
+                serde_json::from_str::<Value>(t).unwrap()["metadata"]["name"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect()
+    };
+    // The definition, applied to every object: what the store must answer.
+    let by_definition = |item: &str| -> Vec<String> {
+        let (all, _) = store.list(CFG, Some("default"), None).unwrap();
+        all.iter()
+            .filter(|o| {
+                o["metadata"]["annotations"][KEY]
+                    .as_str()
+                    .is_some_and(|l| crate::sqlite::list_contains(l, item))
+            })
+            .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let items = [
+        "r1", "r2", "r3", "r4", "r5", "r10", "r44", "x\"y", "r", "", " r1", "r1,r2", "x",
+    ];
+    for item in items {
+        assert_eq!(names(item), by_definition(item), "{item:?}");
+    }
+    assert_eq!(names("r1"), ["a", "c", "j"]);
+    assert_eq!(names("r2"), ["b", "c"]);
+    assert_eq!(names("r5"), ["c"], "items are trimmed of any whitespace");
+    assert_eq!(
+        names("r3"),
+        ["g"],
+        "not the spec that mentions it, the annotation"
+    );
+    assert_eq!(names("x\"y"), ["g"]);
+    assert_eq!(names("r4"), ["h"], "a long annotation, through its JSON");
+    assert!(names("r").is_empty(), "items, not substrings");
+    assert!(names("").is_empty());
+    assert!(names(" r1").is_empty());
+    assert!(names("r1,r2").is_empty());
+
+    // The index follows updates and deletes.
+    let mut a = store.get(CFG, "default", "a").unwrap().unwrap();
+    a["metadata"]["annotations"] = json!({KEY: "r2"});
+    store.update(CFG, a).unwrap();
+    store.delete(CFG, "default", "c", None).unwrap();
+    assert_eq!(names("r1"), ["j"]);
+    assert_eq!(names("r2"), ["a", "b"]);
+    for item in items {
+        assert_eq!(names(item), by_definition(item), "{item:?} after writes");
+    }
+
+    // An index lookup, not a scan of the objects.
+    let conn = store.inner_conn_for_tests();
+    let plan = crate::sqlite::explain_annotated(&conn);
+    assert!(
+        plan.iter().any(|l| l.contains("annotation_items_by_item")),
+        "{plan:#?}"
+    );
+    assert!(!plan.iter().any(|l| l.starts_with("SCAN")), "{plan:#?}");
+}

@@ -10,7 +10,7 @@
 
 pub mod resources;
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
 use wisp_api::{
     kinds::{self, ResourceKind},
@@ -18,19 +18,34 @@ use wisp_api::{
 };
 
 use crate::{
-    objects,
+    names::annotation,
+    objects::{self, Resource},
     reconciler::{Action, Context, ReconcileError, Reconciler},
+    route::RouteIndex,
 };
 
 /// Reconciles `routes.serving.knative.dev` into routing metadata.
 #[derive(Debug, Default)]
-pub struct LabelerReconciler;
+pub struct LabelerReconciler {
+    /// Routes by what they reference, for [`Reconciler::watches`]; may be shared with the
+    /// route reconciler (see [`crate::all_reconcilers`]).
+    index: Arc<RouteIndex>,
+}
+
+impl LabelerReconciler {
+    pub fn new(index: Arc<RouteIndex>) -> Self {
+        LabelerReconciler { index }
+    }
+}
 
 impl Reconciler for LabelerReconciler {
     fn kind(&self) -> &'static ResourceKind {
         &kinds::ROUTE
     }
 
+    /// Reads only what concerns this route: the objects its traffic names (by name) and
+    /// the ones whose routes annotation names it (found by the store), never the whole
+    /// namespace.
     fn reconcile(
         &self,
         ctx: &Context,
@@ -39,16 +54,36 @@ impl Reconciler for LabelerReconciler {
     ) -> Result<Action, ReconcileError> {
         let route = objects::get::<Route>(&ctx.store, namespace, name)?
             .filter(|r| r.metadata.deletion_timestamp.is_none());
-        let configurations: Vec<Configuration> = objects::list(&ctx.store, Some(namespace), None)?;
-        let revisions: Vec<Revision> = objects::list(&ctx.store, Some(namespace), None)?;
-        let refs = match &route {
-            None => resources::References::default(),
-            Some(route) => {
-                resources::references(route, &by_name(&configurations), &by_name(&revisions))
-            }
-        };
+        let mut found = Found::default();
+        if let Some(route) = &route {
+            found.fetch_referenced(ctx, route)?;
+        }
+        let (mut configurations, mut revisions) = found.into_existing();
+        let refs = route
+            .as_ref()
+            .map_or_else(resources::References::default, |route| {
+                resources::references(route, &configurations, &revisions)
+            });
+        // Everything that names the route now, referenced or not (so stale names go).
+        for rev in objects::list_by_annotation_item::<Revision>(
+            &ctx.store,
+            namespace,
+            annotation::ROUTES,
+            name,
+        )? {
+            revisions.insert(rev.metadata.name.clone(), rev);
+        }
+        for cfg in objects::list_by_annotation_item::<Configuration>(
+            &ctx.store,
+            namespace,
+            annotation::ROUTES,
+            name,
+        )? {
+            configurations.insert(cfg.metadata.name.clone(), cfg);
+        }
+
         let now = (ctx.clock)();
-        for rev in &revisions {
+        for rev in revisions.values() {
             let wanted = refs.revisions.contains(&rev.metadata.name);
             if (wanted || resources::routes(&rev.metadata).contains(name))
                 && let Some(patched) = resources::revision_patch(rev, name, wanted, now)
@@ -56,7 +91,7 @@ impl Reconciler for LabelerReconciler {
                 objects::update(&ctx.store, &patched)?;
             }
         }
-        for cfg in &configurations {
+        for cfg in configurations.values() {
             let wanted = refs.configurations.contains(&cfg.metadata.name);
             if let Some(patched) = resources::configuration_patch(cfg, name, wanted) {
                 objects::update(&ctx.store, &patched)?;
@@ -70,15 +105,19 @@ impl Reconciler for LabelerReconciler {
     /// those it says reference it (so hand edits of the annotation are repaired).
     fn watches(
         &self,
-        ctx: &Context,
+        _ctx: &Context,
         event_kind: &ResourceKind,
         obj: &serde_json::Value,
     ) -> Vec<(String, String)> {
-        let mut keys = crate::route::routes_referencing(ctx, event_kind, obj);
+        if *event_kind == kinds::ROUTE {
+            self.index.observe(obj);
+            return Vec::new();
+        }
+        let mut keys = self.index.routes_referencing(event_kind, obj);
         let meta = &obj["metadata"];
         if let (Some(ns), Some(list)) = (
             meta["namespace"].as_str(),
-            meta["annotations"][crate::names::annotation::ROUTES].as_str(),
+            meta["annotations"][annotation::ROUTES].as_str(),
         ) {
             for r in list.split(',').map(str::trim).filter(|r| !r.is_empty()) {
                 keys.push((ns.to_owned(), r.to_owned()));
@@ -90,10 +129,70 @@ impl Reconciler for LabelerReconciler {
     }
 }
 
-fn by_name<T: objects::Resource + Clone>(objs: &[T]) -> BTreeMap<String, T> {
-    objs.iter()
-        .map(|o| (o.meta().name.clone(), o.clone()))
-        .collect()
+/// Objects of one namespace read by name, remembering the ones that do not exist.
+#[derive(Default)]
+struct Found {
+    configurations: BTreeMap<String, Option<Configuration>>,
+    revisions: BTreeMap<String, Option<Revision>>,
+}
+
+impl Found {
+    /// Reads every object [`resources::references`] can look at for `route`: the revisions
+    /// its status and spec traffic name, their configurations (owner or label), the named
+    /// configurations, and those configurations' latest created revisions. Given these, it
+    /// answers exactly as it would with the whole namespace.
+    fn fetch_referenced(&mut self, ctx: &Context, route: &Route) -> Result<(), ReconcileError> {
+        let ns = &route.metadata.namespace;
+        let status = route.status.iter().flat_map(|s| &s.traffic);
+        for tt in status.chain(&route.spec.traffic) {
+            let mut cfg_name = tt.configuration_name.clone();
+            if !tt.revision_name.is_empty() {
+                let Some(rev) = fetch(ctx, ns, &tt.revision_name, &mut self.revisions)? else {
+                    continue;
+                };
+                if let Some(owner) = resources::owning_configuration(&rev.metadata) {
+                    cfg_name = owner.to_owned();
+                }
+            }
+            let Some(cfg) = fetch(ctx, ns, &cfg_name, &mut self.configurations)? else {
+                continue;
+            };
+            let latest = cfg
+                .status
+                .as_ref()
+                .map_or(String::new(), |s| s.latest_created_revision_name.clone());
+            if tt.latest_revision == Some(true) {
+                fetch(ctx, ns, &latest, &mut self.revisions)?;
+            }
+        }
+        Ok(())
+    }
+
+    fn into_existing(self) -> (BTreeMap<String, Configuration>, BTreeMap<String, Revision>) {
+        (flatten(self.configurations), flatten(self.revisions))
+    }
+}
+
+/// `name` from the store, read at most once per reconcile (an empty name is never there).
+fn fetch<T: Resource + Clone>(
+    ctx: &Context,
+    ns: &str,
+    name: &str,
+    seen: &mut BTreeMap<String, Option<T>>,
+) -> Result<Option<T>, ReconcileError> {
+    if name.is_empty() {
+        return Ok(None);
+    }
+    if let Some(known) = seen.get(name) {
+        return Ok(known.clone());
+    }
+    let obj = objects::get::<T>(&ctx.store, ns, name)?;
+    seen.insert(name.to_owned(), obj.clone());
+    Ok(obj)
+}
+
+fn flatten<T>(m: BTreeMap<String, Option<T>>) -> BTreeMap<String, T> {
+    m.into_iter().filter_map(|(k, v)| Some((k, v?))).collect()
 }
 
 #[cfg(test)]

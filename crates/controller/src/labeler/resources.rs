@@ -64,7 +64,7 @@ pub fn references(
 
 /// The configuration a revision belongs to: its controller if that is a Configuration,
 /// else its configuration label.
-fn owning_configuration(meta: &ObjectMeta) -> Option<&str> {
+pub(crate) fn owning_configuration(meta: &ObjectMeta) -> Option<&str> {
     match objects::controller_of(meta) {
         Some(r) if r.kind == kinds::CONFIGURATION.kind => Some(r.name.as_str()),
         _ => meta.labels.get(label::CONFIGURATION).map(String::as_str),

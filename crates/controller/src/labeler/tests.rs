@@ -84,10 +84,12 @@ fn labels_referenced_objects_and_cleans_up() {
         target("", "hello-00001", false),
         target("", "hello-00001", false),
     );
-    LabelerReconciler
+    LabelerReconciler::default()
         .reconcile(&ctx, "default", "main")
         .unwrap();
-    LabelerReconciler.reconcile(&ctx, "default", "pin").unwrap();
+    LabelerReconciler::default()
+        .reconcile(&ctx, "default", "pin")
+        .unwrap();
 
     assert_eq!(state(&ctx, "hello-00001"), (s("active"), s("pin")));
     assert_eq!(state(&ctx, "hello-00002"), (s("active"), s("main")));
@@ -100,7 +102,7 @@ fn labels_referenced_objects_and_cleans_up() {
     assert_eq!(cfg.metadata.annotations[annotation::ROUTES], "main,pin");
 
     let before = ctx.store.current_revision();
-    LabelerReconciler
+    LabelerReconciler::default()
         .reconcile(&ctx, "default", "main")
         .unwrap();
     assert_eq!(
@@ -116,7 +118,9 @@ fn labels_referenced_objects_and_cleans_up() {
     let mut pin: Route = testing::fetch(&ctx, "default", "pin");
     pin.status.as_mut().unwrap().traffic = vec![target("", "hello-00003", false)];
     objects::update_status(&ctx.store, &pin).unwrap();
-    LabelerReconciler.reconcile(&ctx, "default", "pin").unwrap();
+    LabelerReconciler::default()
+        .reconcile(&ctx, "default", "pin")
+        .unwrap();
     assert_eq!(state(&ctx, "hello-00001"), (s("reserve"), None));
     assert_eq!(state(&ctx, "hello-00003"), (s("active"), s("main,pin")));
     let parked: Revision = testing::fetch(&ctx, "default", "hello-00001");
@@ -127,7 +131,7 @@ fn labels_referenced_objects_and_cleans_up() {
 
     // Deleting a route removes it everywhere.
     objects::delete::<Route>(&ctx.store, "default", "main", None).unwrap();
-    LabelerReconciler
+    LabelerReconciler::default()
         .reconcile(&ctx, "default", "main")
         .unwrap();
     assert_eq!(state(&ctx, "hello-00002"), (s("reserve"), None));
@@ -151,13 +155,64 @@ fn watches() {
         .insert(annotation::ROUTES.into(), "stale,main".into());
     let v = serde_json::to_value(&rev).unwrap();
     let key = |n: &str| ("default".to_string(), n.to_string());
+    let labeler = LabelerReconciler::default();
+    crate::route::tests::replay_events(&ctx, &labeler);
     assert_eq!(
-        LabelerReconciler.watches(&ctx, &kinds::REVISION, &v),
+        labeler.watches(&ctx, &kinds::REVISION, &v),
         [key("main"), key("stale")]
     );
     let cfg = serde_json::to_value(testing::configuration("default", "hello", "img")).unwrap();
     assert_eq!(
-        LabelerReconciler.watches(&ctx, &kinds::CONFIGURATION, &cfg),
+        labeler.watches(&ctx, &kinds::CONFIGURATION, &cfg),
         [key("main")]
     );
+}
+
+#[test]
+fn drops_stale_names_found_by_the_store() {
+    let ctx = setup();
+    add_route(
+        &ctx,
+        "main",
+        target("hello", "", true),
+        target("", "hello-00002", true),
+    );
+    // Objects naming "main" that it does not reference (hand edits, or a former target),
+    // one of them in another namespace, which is not this route's business.
+    let mut r1: Revision = testing::fetch(&ctx, "default", "hello-00001");
+    r1.metadata
+        .annotations
+        .insert(annotation::ROUTES.into(), "main, other".into());
+    objects::update(&ctx.store, &r1).unwrap();
+    let mut x = testing::configuration("default", "x", "img");
+    x.metadata
+        .annotations
+        .insert(annotation::ROUTES.into(), "main".into());
+    testing::insert(&ctx, &x);
+    let mut far = testing::revision("elsewhere", "far", "hello", 1);
+    far.metadata
+        .annotations
+        .insert(annotation::ROUTES.into(), "main".into());
+    testing::insert(&ctx, &far);
+    // Names that merely contain the route's name are other routes.
+    let mut y = testing::configuration("default", "y", "img");
+    y.metadata
+        .annotations
+        .insert(annotation::ROUTES.into(), "main2,xmain".into());
+    testing::insert(&ctx, &y);
+
+    LabelerReconciler::default()
+        .reconcile(&ctx, "default", "main")
+        .unwrap();
+    assert_eq!(state(&ctx, "hello-00001"), (s("active"), s("other")));
+    assert_eq!(state(&ctx, "hello-00002"), (s("active"), s("main")));
+    assert_eq!(state(&ctx, "hello-00003"), (s("active"), s("main")));
+    let x: Configuration = testing::fetch(&ctx, "default", "x");
+    assert!(!x.metadata.annotations.contains_key(annotation::ROUTES));
+    let y: Configuration = testing::fetch(&ctx, "default", "y");
+    assert_eq!(y.metadata.annotations[annotation::ROUTES], "main2,xmain");
+    let far: Revision = testing::fetch(&ctx, "elsewhere", "far");
+    assert_eq!(far.metadata.annotations[annotation::ROUTES], "main");
+    let hello: Configuration = testing::fetch(&ctx, "default", "hello");
+    assert_eq!(hello.metadata.annotations[annotation::ROUTES], "main");
 }

@@ -8,6 +8,7 @@
 //!
 //! Not yet: gradual rollout (`rollout-duration`), TLS certificates, per-tag visibility.
 
+pub mod index;
 pub mod resources;
 
 use std::{collections::BTreeMap, sync::Arc};
@@ -17,9 +18,9 @@ use wisp_api::{
     serving::{Configuration, Revision, Route},
 };
 
+pub use self::index::RouteIndex;
 use self::resources::Outcome;
 use crate::{
-    names::label,
     objects,
     reconciler::{Action, Context, ReconcileError, Reconciler},
     routing::{HostRoute, RoutingTable},
@@ -27,7 +28,17 @@ use crate::{
 
 /// Reconciles `routes.serving.knative.dev`.
 #[derive(Debug, Default)]
-pub struct RouteReconciler;
+pub struct RouteReconciler {
+    /// Routes by what they reference, for [`Reconciler::watches`]; may be shared with the
+    /// labeler (see [`crate::all_reconcilers`]).
+    index: Arc<RouteIndex>,
+}
+
+impl RouteReconciler {
+    pub fn new(index: Arc<RouteIndex>) -> Self {
+        RouteReconciler { index }
+    }
+}
 
 impl Reconciler for RouteReconciler {
     fn kind(&self) -> &'static ResourceKind {
@@ -71,43 +82,20 @@ impl Reconciler for RouteReconciler {
     }
 
     /// Routes to re-resolve when a Configuration or Revision changes: those whose spec
-    /// traffic names it, or (for a revision) names its configuration.
+    /// traffic names it, or (for a revision) names its configuration. Answered from the
+    /// [`RouteIndex`], which Route events keep current.
     fn watches(
         &self,
-        ctx: &Context,
+        _ctx: &Context,
         event_kind: &ResourceKind,
         obj: &serde_json::Value,
     ) -> Vec<(String, String)> {
-        routes_referencing(ctx, event_kind, obj)
+        if *event_kind == kinds::ROUTE {
+            self.index.observe(obj);
+            return Vec::new();
+        }
+        self.index.routes_referencing(event_kind, obj)
     }
-}
-
-/// The routes of the event object's namespace whose spec traffic references it: a
-/// Configuration by name; a Revision by name or through its configuration label.
-pub(crate) fn routes_referencing(
-    ctx: &Context,
-    event_kind: &ResourceKind,
-    obj: &serde_json::Value,
-) -> Vec<(String, String)> {
-    let meta = &obj["metadata"];
-    let (Some(ns), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str()) else {
-        return Vec::new();
-    };
-    let (cfg, rev) = if *event_kind == kinds::CONFIGURATION {
-        (Some(name), None)
-    } else if *event_kind == kinds::REVISION {
-        (meta["labels"][label::CONFIGURATION].as_str(), Some(name))
-    } else {
-        return Vec::new();
-    };
-    let Ok(routes) = objects::list::<Route>(&ctx.store, Some(ns), None) else {
-        return Vec::new();
-    };
-    routes
-        .into_iter()
-        .filter(|r| resources::references(r, cfg, rev))
-        .map(|r| (r.metadata.namespace, r.metadata.name))
-        .collect()
 }
 
 /// Objects of one namespace by name.
@@ -172,4 +160,4 @@ fn publish(ctx: &Context, namespace: &str, name: &str, entries: &BTreeMap<String
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

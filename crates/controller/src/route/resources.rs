@@ -525,13 +525,5 @@ pub fn replace_route(
     next
 }
 
-/// Does the route's spec traffic reference configuration `cfg` or revision `rev`?
-pub fn references(route: &Route, cfg: Option<&str>, rev: Option<&str>) -> bool {
-    route.spec.traffic.iter().any(|t| {
-        (cfg.is_some_and(|c| t.configuration_name == c))
-            || (rev.is_some_and(|r| t.revision_name == r))
-    })
-}
-
 #[cfg(test)]
 mod tests;

@@ -56,7 +56,9 @@ fn pinned(tag: &str, rev: &str, percent: i64) -> TrafficTarget {
 }
 
 fn reconcile(ctx: &Context) {
-    RouteReconciler.reconcile(ctx, "default", "hello").unwrap();
+    RouteReconciler::default()
+        .reconcile(ctx, "default", "hello")
+        .unwrap();
 }
 
 fn main_targets(ctx: &Context) -> Vec<(String, u32)> {
@@ -162,11 +164,28 @@ fn two_routes_share_the_table() {
         &testing::route("default", "other", vec![pinned("", "hello-00001", 100)]),
     );
     reconcile(&ctx);
-    RouteReconciler.reconcile(&ctx, "default", "other").unwrap();
+    RouteReconciler::default()
+        .reconcile(&ctx, "default", "other")
+        .unwrap();
     let table = ctx.routing.load();
     assert!(table.hosts.contains_key("hello.default.example.com"));
     assert!(table.hosts.contains_key("other.default.example.com"));
     assert_eq!(table.hosts.len(), 8);
+}
+
+/// Hands every store event so far to `r.watches`, as the runner does, and returns the keys
+/// it asked for per event.
+pub(crate) fn replay_events(ctx: &Context, r: &dyn Reconciler) -> Vec<Vec<(String, String)>> {
+    let kinds: std::collections::HashMap<String, &'static kinds::ResourceKind> = kinds::ALL
+        .into_iter()
+        .map(|k| (crate::reconciler::resource(k), k))
+        .collect();
+    ctx.store
+        .events_since(0, None, None, 100_000)
+        .unwrap()
+        .iter()
+        .map(|ev| r.watches(ctx, kinds[&ev.resource], &ev.object))
+        .collect()
 }
 
 #[test]
@@ -181,30 +200,46 @@ fn watches_referencing_routes() {
         &ctx,
         &testing::route("elsewhere", "hello", vec![latest(100)]),
     );
+    let gone = testing::insert(
+        &ctx,
+        &testing::route("default", "gone", vec![pinned("", "other-00001", 100)]),
+    );
+    objects::delete::<Route>(&ctx.store, "default", "gone", Some(&gone.metadata.uid)).unwrap();
+    let watcher = RouteReconciler::default();
+    // Route events feed the index and queue nothing extra (the runner queues their own key).
+    assert!(replay_events(&ctx, &watcher).iter().all(Vec::is_empty));
     let key = |n: &str| ("default".to_string(), n.to_string());
 
     let cfg = serde_json::to_value(testing::configuration("default", "hello", "img")).unwrap();
     assert_eq!(
-        RouteReconciler.watches(&ctx, &kinds::CONFIGURATION, &cfg),
+        watcher.watches(&ctx, &kinds::CONFIGURATION, &cfg),
         [key("hello")]
     );
-    // A revision of the referenced configuration, and a revision referenced by name.
+    // A revision of the referenced configuration, and a revision referenced by name (the
+    // deleted route that also named it is gone).
     let rev =
         serde_json::to_value(testing::revision("default", "hello-00003", "hello", 3)).unwrap();
     assert_eq!(
-        RouteReconciler.watches(&ctx, &kinds::REVISION, &rev),
+        watcher.watches(&ctx, &kinds::REVISION, &rev),
         [key("hello")]
     );
     let rev =
         serde_json::to_value(testing::revision("default", "other-00001", "other", 1)).unwrap();
     assert_eq!(
-        RouteReconciler.watches(&ctx, &kinds::REVISION, &rev),
+        watcher.watches(&ctx, &kinds::REVISION, &rev),
         [key("pinned")]
     );
-    assert!(
-        RouteReconciler
-            .watches(&ctx, &kinds::SERVICE, &cfg)
-            .is_empty()
+    assert!(watcher.watches(&ctx, &kinds::SERVICE, &cfg).is_empty());
+
+    // Retargeted: the index follows the route's new spec.
+    let mut pinned_route: Route = testing::fetch(&ctx, "default", "pinned");
+    pinned_route.spec.traffic = vec![latest(100)];
+    objects::update(&ctx.store, &pinned_route).unwrap();
+    replay_events(&ctx, &watcher);
+    assert!(watcher.watches(&ctx, &kinds::REVISION, &rev).is_empty());
+    assert_eq!(
+        watcher.watches(&ctx, &kinds::CONFIGURATION, &cfg),
+        [key("hello"), key("pinned")]
     );
 }
 

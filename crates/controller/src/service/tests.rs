@@ -257,8 +257,8 @@ fn end_to_end() {
         &ServiceReconciler,
         &ConfigurationReconciler,
         &RevisionReconciler,
-        &RouteReconciler,
-        &LabelerReconciler,
+        &RouteReconciler::default(),
+        &LabelerReconciler::default(),
         &GcReconciler,
     ];
     testing::settle(&ctx, &all, 20);
@@ -303,4 +303,99 @@ fn end_to_end() {
         old.metadata.labels[crate::names::label::ROUTING_STATE],
         "reserve"
     );
+}
+
+/// The same chain driven by the real runner with [`crate::all_reconcilers`]: nothing calls
+/// the reconcilers here but store events, so the Route only turns Ready, and the labeler
+/// only marks the revisions, if Configuration/Revision events reach the routes referencing
+/// them through the shared [`crate::route::RouteIndex`] (their owner and labels name the
+/// Service, never the Route). Several services at once, and a rollout and a retarget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn end_to_end_with_the_runner() {
+    use std::time::Duration;
+    use wisp_api::serving::Revision;
+
+    let (ctx, platform) = testing::test_context();
+    platform.set_auto_ready(true);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let runner = tokio::spawn(
+        crate::Controllers::new(ctx.clone(), crate::all_reconcilers()).run(async {
+            let _ = stop_rx.await;
+        }),
+    );
+    async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !check() {
+            assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    let ready = |name: &str, rev: &str| {
+        objects::get::<Service>(&ctx.store, "default", name)
+            .unwrap()
+            .and_then(|s| s.status)
+            .is_some_and(|st| {
+                conditions::is_true(&st.status, READY)
+                    && st.traffic.first().is_some_and(|t| t.revision_name == rev)
+            })
+    };
+    let routing_state = |rev: &str| {
+        objects::get::<Revision>(&ctx.store, "default", rev)
+            .unwrap()
+            .and_then(|r| {
+                r.metadata
+                    .labels
+                    .get(crate::names::label::ROUTING_STATE)
+                    .cloned()
+            })
+    };
+    let names: Vec<String> = (0..5).map(|i| format!("svc-{i}")).collect();
+    for n in &names {
+        testing::insert(&ctx, &testing::service("default", n, "img"));
+    }
+    for n in &names {
+        eventually(&format!("{n} Ready"), || ready(n, &format!("{n}-00001"))).await;
+        eventually(&format!("{n}-00001 active"), || {
+            routing_state(&format!("{n}-00001")).as_deref() == Some("active")
+        })
+        .await;
+    }
+
+    // A rollout: the route follows the new revision and the old one is parked.
+    let mut svc: Service = testing::fetch(&ctx, "default", "svc-0");
+    svc.spec.template.spec.timeout_seconds = Some(60);
+    objects::update(&ctx.store, &svc).unwrap();
+    eventually("svc-0 on 00002", || ready("svc-0", "svc-0-00002")).await;
+    eventually("svc-0-00001 reserve", || {
+        routing_state("svc-0-00001").as_deref() == Some("reserve")
+    })
+    .await;
+
+    // A route of its own pinned to another service's revision: labelled there too.
+    testing::insert(
+        &ctx,
+        &testing::route(
+            "default",
+            "pin",
+            vec![TrafficTarget {
+                revision_name: "svc-1-00001".into(),
+                percent: Some(100),
+                ..Default::default()
+            }],
+        ),
+    );
+    eventually("pin recorded on svc-1-00001", || {
+        objects::get::<Revision>(&ctx.store, "default", "svc-1-00001")
+            .unwrap()
+            .is_some_and(|r| {
+                r.metadata.annotations.get(crate::names::annotation::ROUTES)
+                    == Some(&"pin,svc-1".to_string())
+            })
+    })
+    .await;
+    let _ = stop_tx.send(());
+    tokio::time::timeout(Duration::from_secs(5), runner)
+        .await
+        .unwrap()
+        .unwrap();
 }
