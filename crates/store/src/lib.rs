@@ -24,7 +24,7 @@ mod store;
 pub use error::{CONFLICT_MODIFIED, StoreError};
 pub use event::{EventType, WatchEvent};
 pub use selector::LabelSelector;
-pub use store::{DEFAULT_EVENT_HISTORY, Options, Store};
+pub use store::{DEFAULT_EVENT_HISTORY, Durability, Options, Store};
 
 #[cfg(test)]
 mod tests;

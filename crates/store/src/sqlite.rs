@@ -99,11 +99,11 @@ pub(crate) fn init(conn: &mut Connection, busy_timeout: Duration) -> Result<(), 
     // WAL: readers never block the writer and a commit is one sequential append plus fsync.
     // (In-memory databases answer "memory"; that is fine.)
     let _mode: String = conn.query_row("PRAGMA journal_mode=WAL", [], |r| r.get(0))?;
-    // synchronous=FULL: every acknowledged write must survive kill -9 *and* power loss. In WAL
-    // mode NORMAL only survives a process crash; a power cut could lose the last commits that
-    // the API already answered 200/201 for, and controllers would then act on objects that no
-    // longer exist. FULL fsyncs the WAL on every commit, which costs ~0.4 ms here: cheap next to
-    // an HTTP round trip, and the store is not on any request hot path.
+    // synchronous=FULL by default: every write acknowledged to a user must survive kill -9
+    // *and* power loss. In WAL mode NORMAL only survives a process crash; a power cut could
+    // lose the last commits the API already answered 200/201 for. FULL fsyncs the WAL on
+    // every commit. Handles with `Durability::Relaxed` (the controllers, whose writes are
+    // all re-derivable) switch a transaction to NORMAL; see `Durability`.
     conn.pragma_update(None, "synchronous", "FULL")?;
     // Another process (e.g. a second `wisp serve` by mistake, or the sqlite3 shell) holding the
     // lock should make us wait a little, not fail at once.

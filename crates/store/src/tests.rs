@@ -1386,3 +1386,28 @@ fn annotation_item_queries() {
     );
     assert!(!plan.iter().any(|l| l.starts_with("SCAN")), "{plan:#?}");
 }
+
+#[test]
+fn relaxed_handles_skip_the_fsync_wait_but_not_the_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wisp.db");
+    let full = Store::open(&path).unwrap();
+    let relaxed = full.with_durability(crate::Durability::Relaxed);
+    let mode = |s: &Store| -> i64 {
+        s.inner_conn_for_tests()
+            .query_row("PRAGMA synchronous", [], |r| r.get(0))
+            .unwrap()
+    };
+    relaxed
+        .create(SVC, obj("default", "derived", json!({})))
+        .unwrap();
+    assert_eq!(mode(&full), 1, "NORMAL for a relaxed write");
+    full.create(SVC, obj("default", "user", json!({}))).unwrap();
+    assert_eq!(mode(&full), 2, "FULL again for a user's write");
+    // Both handles see one store, one revision counter.
+    assert_eq!(relaxed.current_revision(), 2);
+    drop((full, relaxed));
+    let reopened = Store::open(&path).unwrap();
+    assert!(reopened.get(SVC, "default", "derived").unwrap().is_some());
+    assert!(reopened.get(SVC, "default", "user").unwrap().is_some());
+}

@@ -60,6 +60,9 @@ pub struct ServeArgs {
 /// The user recorded as `serving.knative.dev/creator` for writes made with the token.
 const ADMIN_USER: &str = "wisp-admin";
 
+/// Threads for blocking work (store calls, reconciles); see `run`.
+const BLOCKING_THREADS: usize = 8;
+
 /// How long in-flight API requests (and open watches) get to finish after a signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
@@ -77,6 +80,10 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        // Blocking work is SQLite (one connection, so more threads only queue on its lock)
+        // and probes; tokio's default of 512 threads would each grow a malloc arena that is
+        // never given back. A small pool keeps `wisp serve`'s memory flat.
+        .max_blocking_threads(BLOCKING_THREADS)
         .build()
         .context("starting the tokio runtime")?;
     rt.block_on(serve(args, config, store, token))
@@ -98,7 +105,9 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
     let scaling = Arc::new(Scaling::new(chrono::Utc::now));
     let routing = Arc::new(ArcSwap::from_pointee(RoutingTable::default()));
     let ctx = wisp_controller::Context {
-        store: store.clone(),
+        // Everything the controllers write is derived from users' objects, so their writes
+        // need not wait for an fsync (see `wisp_store::Durability`); the API's do.
+        store: store.with_durability(wisp_store::Durability::Relaxed),
         config: config.clone(),
         platform: shared.clone(),
         routing: routing.clone(),
