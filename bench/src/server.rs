@@ -67,7 +67,7 @@ pub struct StopReport {
 }
 
 impl Server {
-    /// Starts `wisp serve --api-addr 127.0.0.1:0 --http-addr 127.0.0.1:0` on a new
+    /// Starts `wisp serve` with every listener on an ephemeral loopback port, on a new
     /// temporary data dir and waits for its API. Its stderr goes to `wisp.log` in the data
     /// dir (see [`Server::log_path`]); `RUST_LOG` is passed through.
     pub fn start(opts: &Options) -> anyhow::Result<Server> {
@@ -78,6 +78,8 @@ impl Server {
         let mut cmd = Command::new(&opts.wisp);
         cmd.arg("serve")
             .args(["--api-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+            // Every listener on an ephemeral port, so benchmarks can run side by side.
+            .args(["--local-addr", "127.0.0.1:0"])
             .arg("--data-dir")
             .arg(data_dir.path())
             .stdin(Stdio::null())

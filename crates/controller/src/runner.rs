@@ -48,8 +48,10 @@ use crate::{
 
 /// How often everything is re-queued even without changes.
 pub const RESYNC_PERIOD: Duration = Duration::from_secs(300);
-/// Concurrent reconciles per reconciler (never two for the same key).
-pub const DEFAULT_WORKERS: usize = 2;
+/// Concurrent reconciles per reconciler (never two for the same key). Reconciles are
+/// short and mostly wait on the store's lock; four keeps a burst of new revisions (100
+/// services at once) from queueing behind each other's status writes.
+pub const DEFAULT_WORKERS: usize = 4;
 /// Events read from the store per batch.
 const EVENT_BATCH: usize = 500;
 /// Pause before retrying after the store failed to answer the watch.

@@ -61,7 +61,7 @@ pub struct ServeArgs {
 const ADMIN_USER: &str = "wisp-admin";
 
 /// Threads for blocking work (store calls, reconciles); see `run`.
-const BLOCKING_THREADS: usize = 8;
+const BLOCKING_THREADS: usize = 16;
 
 /// How long in-flight API requests (and open watches) get to finish after a signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);

@@ -393,6 +393,7 @@ async fn readiness_loop(
     let t = &spec.timing;
     sleep(t.initial_delay).await;
     let (mut ready, mut been_ready, mut streak) = (false, false, Streak::default());
+    let mut attempts: u32 = 0;
     loop {
         let (interval, limit) = match t.period {
             // Exec probes start a process: 100 ms is too short for that, so they keep their
@@ -400,7 +401,7 @@ async fn readiness_loop(
             None if !been_ready => match spec.action {
                 Action::Exec { .. } => (opts.aggressive_probe_interval, t.timeout),
                 _ => (
-                    opts.aggressive_probe_interval,
+                    first_probe_interval(attempts, opts.aggressive_probe_interval),
                     opts.aggressive_probe_timeout,
                 ),
             },
@@ -408,6 +409,7 @@ async fn readiness_loop(
             Some(period) => (period, t.timeout),
         };
         let next = Instant::now() + interval;
+        attempts = attempts.saturating_add(1);
         let result = attempt(&spec.action, target, limit).await;
         streak.record(result.is_ok());
         let now = readiness(ready, streak, t);
@@ -423,11 +425,29 @@ async fn readiness_loop(
     }
 }
 
+/// The wait after the `attempt`-th aggressive probe (0-based): 2 ms, doubling up to
+/// `interval` (Knative's 50 ms). The first probe fires as the process starts, before it can
+/// listen; a fixed 50 ms wait after that refusal would add 50 ms to every cold start, while
+/// apps like `hello` listen within a few milliseconds.
+fn first_probe_interval(attempt: u32, interval: Duration) -> Duration {
+    Duration::from_millis(2u64 << attempt.min(16)).min(interval)
+}
+
 #[cfg(test)]
 mod tests {
     use wisp_api::serving::{ExecAction, GrpcAction, HttpGetAction, HttpHeader, TcpSocketAction};
 
     use super::*;
+
+    #[test]
+    fn aggressive_probing_starts_fast_and_settles_at_the_interval() {
+        let fifty = Duration::from_millis(50);
+        let waits: Vec<u64> = (0..8)
+            .map(|n| first_probe_interval(n, fifty).as_millis() as u64)
+            .collect();
+        assert_eq!(waits, [2, 4, 8, 16, 32, 50, 50, 50]);
+        assert_eq!(first_probe_interval(u32::MAX, fifty), fifty);
+    }
 
     #[test]
     fn timing_defaults_follow_kubernetes_and_knative() {
