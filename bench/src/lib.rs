@@ -6,11 +6,14 @@
 //!   timestamp every event as it arrives.
 //! - [`procfs`]: memory figures (`/proc/<pid>/status`, `smaps_rollup`) and child processes.
 //! - [`stats`]: percentiles and Markdown output.
+//! - [`rate`]: an open-loop fixed-rate HTTP load generator, and timed single requests.
 //!
 //! Every wait in here is bounded by a timeout: a benchmark must end by itself.
 
 pub mod api;
+pub mod load;
 pub mod procfs;
+pub mod rate;
 pub mod server;
 pub mod stats;
 
