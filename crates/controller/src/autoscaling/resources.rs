@@ -55,11 +55,15 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 const MIN_REQUEUE: Duration = Duration::from_millis(50);
 
 /// Knative's `reachability`: `active` ⇒ Reachable, `reserve` ⇒ Unreachable, otherwise
-/// (pending or unset) unknown (""); a failed revision with no ready replica is Unreachable
-/// too (its min-scale must not keep crash-looping replicas alive).
+/// (pending or unset) unknown (""); a revision whose resources failed (ResourcesAvailable
+/// False: progress deadline exceeded, or nothing this runtime can run) with no ready
+/// replica is Unreachable too, so its min-scale does not keep it alive. A crash-looping
+/// revision is not: like a Deployment in CrashLoopBackOff it keeps being restarted until
+/// its progress deadline.
 pub fn reachability(rev: &Revision) -> &'static str {
     let failed_with_nothing_ready = rev.status.as_ref().is_some_and(|st| {
-        conditions::is_false(&st.status, READY) && st.actual_replicas.unwrap_or(0) == 0
+        conditions::is_false(&st.status, crate::revision::resources::RESOURCES_AVAILABLE)
+            && st.actual_replicas.unwrap_or(0) == 0
     });
     if failed_with_nothing_ready {
         return UNREACHABLE;

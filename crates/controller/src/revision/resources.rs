@@ -216,6 +216,19 @@ pub fn compute_status(
         if let Some(f) = replicas.iter().find_map(|r| r.failure.as_ref()) {
             let c = cond(ConditionStatus::False, &f.reason, &f.message);
             (c.clone(), c)
+        } else if ready_count == 0
+            && desired == 0
+            && (was(CONTAINER_HEALTHY) == Some(ConditionStatus::False)
+                || was(RESOURCES_AVAILABLE) == Some(ConditionStatus::False))
+        {
+            // Scaled to zero after failing (the KPA stops running a revision whose resources
+            // failed): going to zero fixes nothing, so the failure stays reported.
+            let keep = |t: &str| {
+                old.condition(t)
+                    .map(|c| (c.status, c.reason.clone(), c.message.clone()))
+                    .unwrap_or_else(|| cond(ConditionStatus::Unknown, "", ""))
+            };
+            (keep(RESOURCES_AVAILABLE), keep(CONTAINER_HEALTHY))
         } else if ready_count >= 1 || desired == 0 {
             (
                 cond(ConditionStatus::True, "", ""),
@@ -624,6 +637,25 @@ mod tests {
         let ready = st.status.condition(READY).unwrap();
         assert_eq!((ready.status, ready.reason.as_str()), (False, "ExitCode1"));
         assert_eq!(requeue, None);
+    }
+
+    #[test]
+    fn a_failed_revision_scaled_to_zero_stays_failed() {
+        let mut r = rev_with(&[]);
+        let failing = [failed_replica(
+            "r1",
+            "ContainerMissing",
+            "needs a container runtime",
+        )];
+        let (st, _) = compute_status(&r, &failing, 1, Duration::from_secs(600), test_clock());
+        r.status = Some(st);
+        // The KPA takes an unreachable (failed) revision to zero: no replica to report.
+        let (st, _) = compute_status(&r, &[], 0, Duration::from_secs(600), test_clock());
+        let ready = st.status.condition(READY).unwrap();
+        assert_eq!(
+            (ready.status, ready.reason.as_str(), ready.message.as_str()),
+            (False, "ContainerMissing", "needs a container runtime")
+        );
     }
 
     #[test]

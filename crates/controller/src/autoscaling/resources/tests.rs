@@ -68,10 +68,13 @@ fn pa_of_a_revision() {
 
 #[test]
 fn reachability_table() {
-    let failed = |actual: i32| {
+    // Resources failed (progress deadline, nothing runnable) vs. a crash loop, which keeps
+    // being restarted like a Deployment in CrashLoopBackOff.
+    let with = |actual: i32, condition: &str, reason: &str| {
         let mut r = rev(&[], Some("active"));
         let mut st = Status::default();
-        conditions::set(&mut st, READY, False, "ExitCode1", "boom", test_clock());
+        conditions::set(&mut st, condition, False, reason, "boom", test_clock());
+        conditions::set(&mut st, READY, False, reason, "boom", test_clock());
         r.status = Some(RevisionStatus {
             status: st,
             actual_replicas: Some(actual),
@@ -79,13 +82,27 @@ fn reachability_table() {
         });
         r
     };
+    let failed = with;
     let cases = [
         ("active", rev(&[], Some("active")), REACHABLE),
         ("reserve", rev(&[], Some("reserve")), UNREACHABLE),
         ("pending", rev(&[], Some("pending")), ""),
         ("unset", rev(&[], None), ""),
-        ("failed, nothing ready", failed(0), UNREACHABLE),
-        ("failed, one ready", failed(1), REACHABLE),
+        (
+            "resources failed, nothing ready",
+            failed(0, "ResourcesAvailable", "ProgressDeadlineExceeded"),
+            UNREACHABLE,
+        ),
+        (
+            "resources failed, one ready",
+            failed(1, "ResourcesAvailable", "ProgressDeadlineExceeded"),
+            REACHABLE,
+        ),
+        (
+            "crash-looping, nothing ready",
+            failed(0, "ContainerHealthy", "ExitCode1"),
+            REACHABLE,
+        ),
     ];
     for (name, r, want) in cases {
         assert_eq!(reachability(&r), want, "{name}");
