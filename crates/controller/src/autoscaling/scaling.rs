@@ -123,15 +123,15 @@ impl Scaling {
         self.collector().record_sample(key, now, sample)
     }
 
-    /// A request for `key` has to wait (module doc). Returns whether this poke woke the
-    /// autoscaler (the revision is at zero, or unknown, and was not poked already).
+    /// A request for `key` has to wait: the revision has no ready replica (module doc).
+    /// Returns whether this poke woke the autoscaler (it was not poked already).
+    ///
+    /// The activator only pokes when no replica is ready, so this does not look at the
+    /// published replica count: during the scale-to-zero sequence that count can still be 1
+    /// for a replica that is already stopping, and a poke ignored then would leave the
+    /// request waiting for the next tick.
     pub fn poke(&self, key: &RevisionKey) -> bool {
-        let at_zero = self
-            .decisions
-            .load()
-            .get(key)
-            .is_none_or(|s| s.replicas == 0);
-        if !at_zero || !self.poked_set().insert(key.clone()) {
+        if !self.poked_set().insert(key.clone()) {
             return false;
         }
         // Knative's activator sends (concurrency 1, count 1) for the first request.
@@ -226,7 +226,7 @@ mod tests {
         s.collector().watch(&k, &DeciderSpec::default(), s.now());
         assert_eq!(s.mode(&k), RoutingMode::Proxy, "unknown ⇒ proxy");
 
-        assert!(s.poke(&k), "unknown revision counts as at zero");
+        assert!(s.poke(&k), "the first poke wakes");
         assert_eq!(rx.try_recv().unwrap(), k);
         assert!(!s.poke(&k), "already poked: no second wake or record");
         assert!(rx.try_recv().is_err());
@@ -237,7 +237,10 @@ mod tests {
 
         assert!(s.publish(&k, scale(1)));
         assert!(!s.publish(&k, scale(1)), "same decision: nothing changes");
-        assert!(!s.poke(&k), "running replicas: the 1 s stats suffice");
+        // The activator pokes only when no replica is ready: a published count of 1 (a
+        // replica still stopping in the scale-to-zero sequence) must not swallow it.
+        assert!(s.poke(&k), "no ready replica, whatever was published");
+        assert!(s.take_poke(&k));
         let mut other = scale(1);
         other.mode = RoutingMode::Proxy;
         assert!(!s.publish(&k, other), "mode only: replicas unchanged");
