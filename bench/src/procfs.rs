@@ -214,6 +214,16 @@ impl fmt::Display for Mib {
     }
 }
 
+/// `/proc/loadavg`'s 1, 5 and 15 minute figures: other work on the machine skews results.
+pub fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .take(3)
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -70,6 +70,27 @@ impl Server {
     /// Starts `wisp serve` with every listener on an ephemeral loopback port, on a new
     /// temporary data dir and waits for its API. Its stderr goes to `wisp.log` in the data
     /// dir (see [`Server::log_path`]); `RUST_LOG` is passed through.
+    /// [`start`](Self::start), retried every 5 s for up to `wait` while a port is in use
+    /// (another `wisp serve` on a fixed port the options name).
+    pub fn start_waiting(opts: &Options, wait: std::time::Duration) -> anyhow::Result<Server> {
+        let deadline = std::time::Instant::now() + wait;
+        loop {
+            match Server::start(opts) {
+                Ok(s) => return Ok(s),
+                Err(e)
+                    if format!("{e:#}").contains("in use")
+                        && std::time::Instant::now() < deadline =>
+                {
+                    eprintln!(
+                        "a port of wisp serve is in use (another wisp running?); retrying in 5 s"
+                    );
+                    std::thread::sleep(std::time::Duration::from_secs(5));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     pub fn start(opts: &Options) -> anyhow::Result<Server> {
         let data_dir = tempfile::Builder::new()
             .prefix("wisp-bench-")

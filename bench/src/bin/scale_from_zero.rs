@@ -432,40 +432,13 @@ fn stages(st: &State, shots: &[Shot]) -> Vec<(&'static str, Vec<Duration>)> {
     out
 }
 
-/// Starts `wisp serve`, waiting (bounded) while another one holds a fixed port.
-fn start_server(opts: &server::Options, wait: Duration) -> anyhow::Result<Server> {
-    let deadline = Instant::now() + wait;
-    loop {
-        match Server::start(opts) {
-            Ok(s) => return Ok(s),
-            Err(e) if format!("{e:#}").contains("in use") && Instant::now() < deadline => {
-                eprintln!(
-                    "a port of wisp serve is in use (another wisp running?); retrying in 5 s"
-                );
-                std::thread::sleep(Duration::from_secs(5));
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
-/// `/proc/loadavg`'s 1, 5 and 15 minute figures: other work on the machine skews results.
-fn loadavg() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .unwrap_or_default()
-        .split_whitespace()
-        .take(3)
-        .collect::<Vec<_>>()
-        .join(" / ")
-}
-
 fn verdict(ok: bool) -> &'static str {
     if ok { "✅" } else { "❌ missed" }
 }
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let load_start = loadavg();
+    let load_start = procfs::loadavg();
     let wisp = match &args.wisp {
         Some(p) => p.clone(),
         None => wisp_bench::sibling_binary("wisp")?,
@@ -487,7 +460,7 @@ fn main() -> anyhow::Result<()> {
     std::fs::write(&config_path, &config)?;
     let mut opts = server::Options::new(wisp);
     opts.config = Some(config_path);
-    let server = start_server(&opts, Duration::from_secs(args.start_wait))?;
+    let server = Server::start_waiting(&opts, Duration::from_secs(args.start_wait))?;
     let ingress = rate::ingress_addr(server.log_path(), Duration::from_secs(5))?;
     eprintln!(
         "wisp serve pid {} at {}, ingress {ingress} (data dir {})",
@@ -765,7 +738,7 @@ fn render(
     out += &format!("- Machine: {}\n", wisp_bench::machine());
     out += &format!(
         "- Load average (1/5/15 min) at the start: {load_start}, at the end: {}\n",
-        loadavg()
+        procfs::loadavg()
     );
     out += "- Build: `cargo build --release -p wisp -p wisp-samples -p wisp-bench`\n";
     out += &format!("- Command: `{}`\n", wisp_bench::command_line());
