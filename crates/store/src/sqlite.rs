@@ -26,7 +26,8 @@
 use std::time::Duration;
 
 use rusqlite::{
-    Connection, OptionalExtension, Transaction, TransactionBehavior, params, params_from_iter,
+    Connection, OptionalExtension, Transaction, TransactionBehavior, config::DbConfig, params,
+    params_from_iter,
 };
 use serde_json::Value;
 
@@ -110,6 +111,12 @@ pub(crate) fn init(conn: &mut Connection, busy_timeout: Duration) -> Result<(), 
     conn.busy_timeout(busy_timeout)?;
     // Selector queries are built per selector shape; keep a few more than the default 16.
     conn.set_prepared_statement_cache_capacity(64);
+    // Without the query planner stability guarantee SQLite plans some statements around the
+    // values bound to them (e.g. `?2 IS NULL OR resource = ?2`) and marks such a cached
+    // statement expired whenever a parameter is rebound, so every call re-parsed and
+    // re-planned it: a tenth of wisp's CPU under load. Our queries are index lookups whose
+    // best plan does not depend on the values.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)?;
 
     let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
     tx.execute_batch(SCHEMA)?;
@@ -485,6 +492,30 @@ pub(crate) fn explain_annotated(conn: &Connection) -> Vec<String> {
         .unwrap()
 }
 
+pub(crate) const EVENTS_SINCE: &str = "SELECT resource_version, resource, type, object FROM events
+     WHERE resource_version > ?1 AND (?2 IS NULL OR resource = ?2)
+       AND (?3 IS NULL OR namespace = ?3)
+     ORDER BY resource_version LIMIT ?4";
+
+/// How often the cached statement `sql` was re-prepared (SQLite expires a statement whose
+/// plan depended on a bound value when that parameter is rebound).
+#[cfg(test)]
+pub(crate) fn reprepares(conn: &Connection, sql: &str) -> i32 {
+    conn.prepare_cached(sql)
+        .unwrap()
+        .get_status(rusqlite::StatementStatus::RePrepare)
+}
+
+/// The SQL [`list`] runs for these arguments.
+#[cfg(test)]
+pub(crate) fn list_sql(
+    resource: &str,
+    namespace: Option<&str>,
+    selector: Option<&LabelSelector>,
+) -> String {
+    ListQuery::new(resource, namespace, selector).sql
+}
+
 /// One row of the event log, the object still as JSON text.
 pub(crate) struct RawEvent {
     pub(crate) resource_version: u64,
@@ -500,12 +531,7 @@ pub(crate) fn events_since(
     namespace: Option<&str>,
     limit: usize,
 ) -> Result<Vec<RawEvent>, StoreError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT resource_version, resource, type, object FROM events
-         WHERE resource_version > ?1 AND (?2 IS NULL OR resource = ?2)
-           AND (?3 IS NULL OR namespace = ?3)
-         ORDER BY resource_version LIMIT ?4",
-    )?;
+    let mut stmt = conn.prepare_cached(EVENTS_SINCE)?;
     let limit = i64::try_from(limit).unwrap_or(i64::MAX);
     let rows = stmt.query_map(params![int(from), resource, namespace, limit], |r| {
         Ok((
