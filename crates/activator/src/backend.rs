@@ -445,7 +445,9 @@ impl RevisionBackend {
             }
             // Knative counts the requests that came through the activator apart.
             ctx.proxied_by_activator = in_path || held;
-            let any_ready = if throttled {
+            // One call site for the forward below: two would each hold a copy of the
+            // (large) queue future in this one.
+            let (chosen, any_ready) = if throttled {
                 match self.reserve(&tried) {
                     Capacity::Slot(slot) => {
                         // Slots freed without a wake-up each (a new replica, untracked
@@ -453,38 +455,37 @@ impl RevisionBackend {
                         if held && self.can_go(true, &[]) {
                             self.hold.wake_one();
                         }
-                        let e = slot.endpoint.clone();
-                        match e.serve(req, &ctx).await {
-                            Ok(resp) => {
-                                return resp.map(|body| {
-                                    wisp_net::boxed(Throttled {
-                                        inner: Some(body),
-                                        slot: Some(slot),
-                                    })
-                                });
-                            }
-                            Err(back) => {
-                                req = back;
-                                tried.push(e.addr());
-                                continue;
-                            }
-                        }
+                        (Some((slot.endpoint.clone(), Some(slot))), true)
                     }
-                    Capacity::Full => true,
-                    Capacity::NoReplica => false,
+                    Capacity::Full => (None, true),
+                    Capacity::NoReplica => (None, false),
                 }
-            } else if let Some(e) = self.pick(&tried) {
+            } else {
+                match self.pick(&tried) {
+                    Some(e) => (Some((e, None)), true),
+                    None => (None, false),
+                }
+            };
+            if let Some((e, slot)) = chosen {
                 match e.serve(req, &ctx).await {
-                    Ok(resp) => return resp,
+                    Ok(resp) => {
+                        return match slot {
+                            Some(slot) => resp.map(|body| {
+                                wisp_net::boxed(Throttled {
+                                    inner: Some(body),
+                                    slot: Some(slot),
+                                })
+                            }),
+                            None => resp,
+                        };
+                    }
                     Err(back) => {
                         req = back;
                         tried.push(e.addr());
                         continue;
                     }
                 }
-            } else {
-                false
-            };
+            }
 
             // No replica to go to (ask for one), or none with a free slot: wait.
             if !any_ready {
@@ -512,7 +513,9 @@ impl RevisionBackend {
             } else {
                 None
             };
-            match waiter.wait(until).await {
+            // Boxed: the hold is the cold path; unboxed, its futures would enlarge every
+            // request's future (moved by value on the way into hyper).
+            match Box::pin(waiter.wait(until)).await {
                 Ok(wake) => {
                     tried.clear();
                     front = wake == Wake::One;

@@ -1,7 +1,9 @@
 //! Connections to one replica, and forwarding a request over them.
 //!
 //! - HTTP/1: a LIFO stack of idle `SendRequest`s (most recently used first, so surplus
-//!   connections go cold and get closed by the replica). A connection is taken out for one
+//!   connections go cold and get closed by the replica). On single-threaded runtimes (the
+//!   data plane of `wisp serve`) a request only takes connections whose task runs on its
+//!   own thread, so neither side of an exchange has to wake another thread. A connection is taken out for one
 //!   exchange and goes back when the response body has been read to its end; a body dropped
 //!   early closes the connection instead (hyper cannot reuse it).
 //! - h2c: one shared HTTP/2 connection (prior knowledge), multiplexing every request;
@@ -95,8 +97,9 @@ struct Inner {
     protocol: Protocol,
     max_idle: usize,
     hop: Hop,
-    /// Idle HTTP/1 connections, most recently returned last.
-    idle: Mutex<Vec<http1::SendRequest<Incoming>>>,
+    /// Idle HTTP/1 connections, most recently returned last, with the thread their
+    /// connection task runs on (see [`Home`]).
+    idle: Mutex<Vec<(Home, http1::SendRequest<Incoming>)>>,
     /// The shared h2 connection and its generation (to invalidate only the one that failed).
     h2: Mutex<Option<(u64, http2::SendRequest<Incoming>)>>,
     /// Serializes h2 (re)connects; never taken while a live connection exists.
@@ -170,11 +173,13 @@ impl ReplicaConnector {
         ctx: &ForwardContext,
     ) -> Result<Response<Body>, ForwardError> {
         if headers::is_upgrade(req.headers()) && req.version() == Version::HTTP_11 {
-            return self.forward_upgrade(req, ctx).await;
+            // Boxed (here and for connects): cold paths with large futures would otherwise
+            // inflate every request's future, which is moved by value more than once.
+            return Box::pin(self.forward_upgrade(req, ctx)).await;
         }
         match self.inner.protocol {
             Protocol::Http1 => self.forward_h1(req, ctx).await,
-            Protocol::H2c => self.forward_h2(req, ctx).await,
+            Protocol::H2c => Box::pin(self.forward_h2(req, ctx)).await,
         }
     }
 
@@ -192,9 +197,10 @@ impl ReplicaConnector {
         req: Request<Incoming>,
         ctx: &ForwardContext,
     ) -> Result<Response<Body>, ForwardError> {
-        let mut sender = match self.checkout_h1() {
+        let mut home = Home::current();
+        let mut sender = match self.checkout_h1(home) {
             Some(s) => s,
-            None => match connect_h1(self.inner.addr, false).await {
+            None => match Box::pin(connect_h1(self.inner.addr, false)).await {
                 Ok(s) => s,
                 Err(e) => return Err(ForwardError::Unreached(req, e)),
             },
@@ -208,7 +214,8 @@ impl ReplicaConnector {
                     // the request was not written, so a fresh connection may carry it.
                     Some(unsent) => {
                         req = unsent;
-                        sender = match connect_h1(self.inner.addr, false).await {
+                        home = Home::current();
+                        sender = match Box::pin(connect_h1(self.inner.addr, false)).await {
                             Ok(s) => s,
                             // Headers are already rewritten, so it cannot be handed back
                             // "untouched": report it as an upstream failure.
@@ -228,18 +235,26 @@ impl ReplicaConnector {
             boxed(PooledBody {
                 body,
                 conn: Some(sender),
+                home,
                 pool,
                 done: false,
             })
         }))
     }
 
-    /// Pops idle connections (newest first) until one is ready; `None` when the pool is
-    /// empty. Only ready connections are pooled, so one that is not ready any more has been
-    /// closed by the replica: it is dropped.
-    fn checkout_h1(&self) -> Option<http1::SendRequest<Incoming>> {
+    /// Takes idle connections of `home` (newest first) until one is ready; `None` when
+    /// there is none. Only ready connections are pooled, so one that is not ready any more
+    /// has been closed by the replica: it is dropped.
+    fn checkout_h1(&self, home: Home) -> Option<http1::SendRequest<Incoming>> {
         let mut idle = lock(&self.inner.idle);
-        while let Some(sender) = idle.pop() {
+        let mut i = idle.len();
+        while i > 0 {
+            i -= 1;
+            if idle[i].0 != home {
+                continue;
+            }
+            // Near the end of the stack (LIFO), so the shift is short.
+            let (_, sender) = idle.remove(i);
             if sender.is_ready() {
                 return Some(sender);
             }
@@ -434,10 +449,32 @@ async fn connect_h2(addr: SocketAddr) -> std::io::Result<http2::SendRequest<Inco
     Ok(sender)
 }
 
+/// Where a connection's task runs, for the pool: on a single-threaded runtime, its thread
+/// (a request on that thread reaches the connection without waking another thread, so the
+/// pool hands each thread its own connections); on a multi-threaded one, anywhere (`Any`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Home {
+    Any,
+    Thread(std::thread::ThreadId),
+}
+
+impl Home {
+    /// The home of a connection spawned (or a request made) here, now.
+    fn current() -> Home {
+        match tokio::runtime::Handle::try_current() {
+            Ok(rt) if rt.runtime_flavor() == tokio::runtime::RuntimeFlavor::CurrentThread => {
+                Home::Thread(std::thread::current().id())
+            }
+            _ => Home::Any,
+        }
+    }
+}
+
 /// An HTTP/1 response body that gives its connection back to the pool once read to the end.
 struct PooledBody {
     body: Incoming,
     conn: Option<http1::SendRequest<Incoming>>,
+    home: Home,
     pool: Weak<Inner>,
     done: bool,
 }
@@ -455,27 +492,28 @@ impl PooledBody {
             return;
         }
         if conn.is_ready() {
-            push_idle(&self.pool, conn);
+            push_idle(&self.pool, self.home, conn);
             return;
         }
         let pool = std::mem::take(&mut self.pool);
+        let home = self.home;
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
                 if conn.ready().await.is_ok() {
-                    push_idle(&pool, conn);
+                    push_idle(&pool, home, conn);
                 }
             });
         }
     }
 }
 
-fn push_idle(pool: &Weak<Inner>, conn: http1::SendRequest<Incoming>) {
+fn push_idle(pool: &Weak<Inner>, home: Home, conn: http1::SendRequest<Incoming>) {
     let Some(pool) = pool.upgrade() else {
         return;
     };
     let mut idle = lock(&pool.idle);
     if idle.len() < pool.max_idle {
-        idle.push(conn);
+        idle.push((home, conn));
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! One accept loop, one task per connection, hyper-util's `auto::Builder` to tell HTTP/1
 //! from the HTTP/2 preface, `serve_connection_with_upgrades` so websocket upgrades work, and
-//! hyper-util's `GracefulShutdown` for draining.
+//! hyper-util's `GracefulShutdown` for draining. Connection tasks may run on other runtimes
+//! than the accept loop (`ServerOptions::runtimes`), round-robin.
 //!
 //! Limits, and why:
 //! - connections are bounded by a semaphore: over the limit the accept loop stops accepting
@@ -50,6 +51,10 @@ pub struct ServerOptions {
     pub h2_max_concurrent_streams: u32,
     /// How long in-flight requests may run after shutdown starts. Default 30 s.
     pub shutdown_grace: Duration,
+    /// Runtimes the connections are spread over, round-robin; empty (the default): the
+    /// runtime `serve` runs on. A proxy does best on single-threaded runtimes: a request
+    /// and the upstream exchange it drives then wake each other without crossing threads.
+    pub runtimes: Vec<tokio::runtime::Handle>,
 }
 
 impl Default for ServerOptions {
@@ -60,6 +65,7 @@ impl Default for ServerOptions {
             max_header_bytes: 64 * 1024,
             h2_max_concurrent_streams: 250,
             shutdown_grace: Duration::from_secs(30),
+            runtimes: Vec::new(),
         }
     }
 }
@@ -95,6 +101,7 @@ where
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
+    let mut next_runtime = 0usize;
 
     loop {
         let accept = async {
@@ -124,8 +131,33 @@ where
                 let watcher = graceful.watcher();
                 let mut stop = stop_rx.clone();
                 let first_bytes = opts.header_read_timeout;
-                conns.spawn(async move {
+                // A connection served on another runtime must be registered with that
+                // runtime's reactor: it travels there as a std socket.
+                let (stream, runtime) = match opts.runtimes.get(next_runtime % opts.runtimes.len().max(1)) {
+                    None => (Conn::Here(stream), None),
+                    Some(rt) => {
+                        next_runtime = next_runtime.wrapping_add(1);
+                        match stream.into_std() {
+                            Ok(std) => (Conn::Moved(std), Some(rt)),
+                            Err(e) => {
+                                debug!(%peer, error = %e, "cannot hand the connection over");
+                                continue;
+                            }
+                        }
+                    }
+                };
+                let task = async move {
                     let _permit = permit;
+                    let stream = match stream {
+                        Conn::Here(s) => s,
+                        Conn::Moved(s) => match TcpStream::from_std(s) {
+                            Ok(s) => s,
+                            Err(e) => {
+                                debug!(%peer, error = %e, "cannot register the connection");
+                                return;
+                            }
+                        },
+                    };
                     tokio::select! {
                         ready = await_first_bytes(&stream, first_bytes) => if !ready { return },
                         _ = stop.changed() => return,
@@ -138,7 +170,11 @@ where
                     if let Err(e) = watcher.watch(conn).await {
                         debug!(%peer, error = %e, "connection ended with an error");
                     }
-                });
+                };
+                match runtime {
+                    Some(rt) => conns.spawn_on(task, rt),
+                    None => conns.spawn(task),
+                };
             }
         }
     }
@@ -156,6 +192,13 @@ where
     }
     conns.shutdown().await;
     Ok(())
+}
+
+/// An accepted connection, still registered with the accepting runtime or on its way to
+/// another one.
+enum Conn {
+    Here(TcpStream),
+    Moved(std::net::TcpStream),
 }
 
 fn builder(opts: &ServerOptions) -> auto::Builder<TokioExecutor> {
@@ -253,6 +296,51 @@ mod tests {
         let req = Request::get("http://h/").body(empty()).unwrap();
         let resp = within("h2", h2.send_request(req)).await.unwrap();
         assert_eq!(within("h2 body", body_text(resp)).await, "HTTP/2.0");
+    }
+
+    #[tokio::test]
+    async fn connections_are_served_on_the_given_runtimes() {
+        // A single-threaded runtime on its own thread, as `wisp serve`'s data plane has.
+        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+        let (end_tx, end_rx) = oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("test-dataplane".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                handle_tx.send(rt.handle().clone()).unwrap();
+                rt.block_on(async {
+                    let _ = end_rx.await;
+                });
+            })
+            .unwrap();
+        let handle = handle_rx.recv().unwrap();
+
+        let (l, addr) = listener().await;
+        let handler = |_req: Request<Incoming>, _peer| async move {
+            let name = std::thread::current().name().unwrap_or("").to_string();
+            Response::new(full(name))
+        };
+        let opts = ServerOptions {
+            runtimes: vec![handle],
+            ..ServerOptions::default()
+        };
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let server = tokio::spawn(serve(l, opts, handler, async {
+            let _ = stop_rx.await;
+        }));
+        for _ in 0..3 {
+            let mut h1 = h1_client(addr).await;
+            let req = Request::get("/").header("host", "h").body(empty()).unwrap();
+            let resp = within("h1", h1.send_request(req)).await.unwrap();
+            assert_eq!(within("body", body_text(resp)).await, "test-dataplane");
+        }
+        stop_tx.send(()).unwrap();
+        within("serve returns", server).await.unwrap().unwrap();
+        end_tx.send(()).unwrap();
+        thread.join().unwrap();
     }
 
     #[tokio::test]

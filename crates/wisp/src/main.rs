@@ -2,6 +2,7 @@
 //! (`apply`, `get`, `describe`, `delete`) talk to its REST API like kubectl does.
 
 mod cli;
+mod dataplane;
 mod serve;
 mod stats_feed;
 

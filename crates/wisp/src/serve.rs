@@ -46,6 +46,10 @@ pub struct ServeArgs {
     /// they get 503 at once.
     #[arg(long, default_value_t = wisp_activator::DEFAULT_HOLD_BOUND)]
     pub activator_queue_depth: usize,
+    /// Threads serving the ingress connections (each a single-threaded runtime); default:
+    /// one per CPU.
+    #[arg(long, env = "WISP_DATAPLANE_THREADS", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub dataplane_threads: Option<u16>,
     /// Directory holding the store and the API token.
     #[arg(long, env = "WISP_DATA_DIR", default_value = ".wisp")]
     pub data_dir: PathBuf,
@@ -80,8 +84,8 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // Blocking work is SQLite (one connection, so more threads only queue on its lock)
-        // and probes; tokio's default of 512 threads would each grow a malloc arena that is
+        // Blocking work is SQLite (one writer connection, so more threads only queue on its
+        // lock) and probes; tokio's default of 512 threads would each grow a malloc arena that is
         // never given back. A small pool keeps `wisp serve`'s memory flat.
         .max_blocking_threads(BLOCKING_THREADS)
         .build()
@@ -161,6 +165,11 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         tag_header_routing: config.features.tag_header_based_routing == Flag::Enabled,
     });
     let (ingress_stop_tx, ingress_stop_rx) = tokio::sync::watch::channel(false);
+    let dataplane = crate::dataplane::DataPlaneThreads::start(
+        args.dataplane_threads
+            .map_or_else(crate::dataplane::default_threads, usize::from),
+    )
+    .context("starting the data-plane threads")?;
     let mut ingresses = Vec::new();
     for (addr, visibility, what) in [
         (args.http_addr, Visibility::External, "ingress"),
@@ -180,12 +189,18 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         let ingress = ingress.clone();
         let handler = move |req, peer| {
             let ingress = ingress.clone();
-            async move { ingress.handle(req, peer, visibility).await }
+            // Boxed once here: the request's future is several KiB and hyper moves it by
+            // value on its way into the connection's state (memcpy per move).
+            Box::pin(async move { ingress.handle(req, peer, visibility).await })
         };
         let mut stop = ingress_stop_rx.clone();
+        let opts = ServerOptions {
+            runtimes: dataplane.handles(),
+            ..ServerOptions::default()
+        };
         ingresses.push(tokio::spawn(wisp_net::serve(
             listener,
-            ServerOptions::default(),
+            opts,
             handler,
             async move {
                 let _ = stop.wait_for(|s| *s).await;
@@ -248,6 +263,7 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
             Err(e) => tracing::warn!(error = %e, "ingress server task"),
         }
     }
+    dataplane.stop().await;
     // Watches and log follows end on `stop_tx`; anything still open past the grace
     // period is cut.
     match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
