@@ -4,6 +4,8 @@
 //! - `hello` answers `Hello <TARGET>!` (TARGET from the environment, default `World`).
 //! - `autoscale` burns what its query asks for: `sleep=MS`, `prime=N`, `bloat=MB`, like
 //!   Knative's `autoscale-go`.
+//! - `echo` shows what the platform does to traffic: the request headers it saw, streamed
+//!   (SSE and chunked) responses, and an HTTP/1.1 upgrade that echoes raw bytes.
 //!
 //! [`serve`] is the shared server loop; each binary only supplies a handler.
 
@@ -41,10 +43,16 @@ pub fn text(status: u16, body: impl Into<Bytes>) -> Response<Body> {
 }
 
 /// Serves `handler` until SIGTERM or SIGINT, then lets in-flight requests finish.
-pub async fn serve<H, F>(handler: H) -> Result<(), String>
+///
+/// Generic over the response body so that a handler may stream (`echo`); most answer a
+/// complete [`Body`].
+pub async fn serve<H, F, B>(handler: H) -> Result<(), String>
 where
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
-    F: Future<Output = Response<Body>> + Send + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let addr = listen_addr()?;
     let listener = tokio::net::TcpListener::bind(addr)
@@ -82,10 +90,13 @@ where
 }
 
 /// Runs `serve` on a small multi-threaded runtime and exits non-zero on error.
-pub fn main_with<H, F>(handler: H)
+pub fn main_with<H, F, B>(handler: H)
 where
     H: Fn(Request<Incoming>) -> F + Send + Sync + 'static,
-    F: Future<Output = Response<Body>> + Send + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
