@@ -172,7 +172,9 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.kill9();
+        // Gracefully, so `wisp serve` stops its replicas: a `kill -9` here would leave
+        // them running after the test (they are their own process groups).
+        self.terminate();
     }
 }
 
