@@ -312,14 +312,15 @@ async fn scale_down_stops_the_highest_index_with_sigterm_first() {
     let started = Instant::now();
     p.scale(&s, 1);
     let now = p.replicas(&s.key);
-    assert_eq!(
-        now.iter()
-            .map(|r| (r.name.as_str(), r.phase))
-            .collect::<Vec<_>>(),
-        [
+    let now: Vec<_> = now.iter().map(|r| (r.name.as_str(), r.phase)).collect();
+    // The highest index goes; it shows as Terminating until it has exited, which a
+    // replica that traps TERM and exits at once may already have done by now.
+    assert!(
+        now == [
             ("graceful-00001-1", ReplicaPhase::Ready),
             ("graceful-00001-2", ReplicaPhase::Terminating)
-        ]
+        ] || now == [("graceful-00001-1", ReplicaPhase::Ready)],
+        "{now:?}"
     );
     let left = wait_for(&p, &s.key, "one replica", |r| {
         (r.len() == 1).then(|| r[0].clone())
