@@ -3,9 +3,9 @@
 //! - HTTP/1: a LIFO stack of idle `SendRequest`s (most recently used first, so surplus
 //!   connections go cold and get closed by the replica). On single-threaded runtimes (the
 //!   data plane of `wisp serve`) a request only takes connections whose task runs on its
-//!   own thread, so neither side of an exchange has to wake another thread. A connection is taken out for one
-//!   exchange and goes back when the response body has been read to its end; a body dropped
-//!   early closes the connection instead (hyper cannot reuse it).
+//!   own thread, so neither side of an exchange has to wake another thread. A connection
+//!   is taken out for one exchange and goes back when the response body has been read to
+//!   its end; a body dropped early closes the connection instead (hyper cannot reuse it).
 //! - h2c: one shared HTTP/2 connection (prior knowledge), multiplexing every request;
 //!   re-established when it closes.
 //! - Upgrades (websockets) always get a dedicated HTTP/1 connection driven with
@@ -512,6 +512,11 @@ fn push_idle(pool: &Weak<Inner>, home: Home, conn: http1::SendRequest<Incoming>)
         return;
     };
     let mut idle = lock(&pool.idle);
+    if idle.len() >= pool.max_idle {
+        // Connections of another thread are only pruned when that thread checks out; make
+        // room from the ones the replica has closed before refusing this one.
+        idle.retain(|(_, c)| !c.is_closed());
+    }
     if idle.len() < pool.max_idle {
         idle.push((home, conn));
     }
@@ -1025,6 +1030,54 @@ mod tests {
         }
         assert_eq!(up.accepted(), 4);
         assert_eq!(connector.idle_count(), 2);
+    }
+
+    /// Connections served on two single-threaded runtimes (as `wisp serve`'s data plane)
+    /// each get upstream connections whose task runs on their own thread.
+    #[tokio::test]
+    async fn http1_pool_is_per_thread_on_single_threaded_runtimes() {
+        let up = upstream(false, handler(|_req| async { Response::new(full("ok")) })).await;
+        let connector = ReplicaConnector::new(up.addr, Protocol::Http1, 8);
+        let mut ends = Vec::new();
+        let mut runtimes = Vec::new();
+        for _ in 0..2 {
+            let (handle_tx, handle_rx) = std::sync::mpsc::channel();
+            let (end_tx, end_rx) = tokio::sync::oneshot::channel::<()>();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                handle_tx.send(rt.handle().clone()).unwrap();
+                rt.block_on(async {
+                    let _ = end_rx.await;
+                });
+            });
+            runtimes.push(handle_rx.recv().unwrap());
+            ends.push(end_tx);
+        }
+        let opts = crate::ServerOptions {
+            runtimes,
+            ..crate::ServerOptions::default()
+        };
+        let front = proxy_with(connector.clone(), opts).await;
+        // Client connections alternate between the two runtimes; each makes two requests
+        // one after the other, so a runtime reuses its own idle upstream connection.
+        for _ in 0..3 {
+            let mut client = h1_client(front).await;
+            for _ in 0..2 {
+                let req = Request::get("/").header("host", "h").body(empty()).unwrap();
+                let resp = within("request", client.send_request(req)).await.unwrap();
+                assert_eq!(within("body", body_text(resp)).await, "ok");
+            }
+        }
+        // One upstream connection per runtime: not one in all (shared across threads),
+        // not one per request.
+        assert_eq!(up.accepted(), 2);
+        assert_eq!(connector.idle_count(), 2);
+        for end in ends {
+            let _ = end.send(());
+        }
     }
 
     /// 16 requests held open at the same time by the app all share one h2c connection.
