@@ -18,7 +18,10 @@ const FOLLOW_CAPACITY: usize = 1024;
 pub(crate) struct RevisionLogs {
     seq: u64,
     replicas: HashMap<String, VecDeque<(u64, LogLine)>>,
-    follow: broadcast::Sender<LogLine>,
+    /// Made on the first follow and dropped when the last follower has gone: a tokio
+    /// broadcast channel allocates (and touches) all its slots up front, ~100 KiB at this
+    /// capacity, which with one per revision was a third of an idle `wisp serve`'s heap.
+    follow: Option<broadcast::Sender<LogLine>>,
 }
 
 impl Default for RevisionLogs {
@@ -26,7 +29,7 @@ impl Default for RevisionLogs {
         RevisionLogs {
             seq: 0,
             replicas: HashMap::new(),
-            follow: broadcast::channel(FOLLOW_CAPACITY).0,
+            follow: None,
         }
     }
 }
@@ -38,8 +41,14 @@ impl RevisionLogs {
         while buf.len() >= per_replica.max(1) {
             buf.pop_front();
         }
-        // No receivers is the normal case.
-        let _ = self.follow.send(line.clone());
+        // No follower is the normal case.
+        if let Some(follow) = &self.follow {
+            if follow.receiver_count() == 0 {
+                self.follow = None;
+            } else {
+                let _ = follow.send(line.clone());
+            }
+        }
         buf.push_back((self.seq, line));
     }
 
@@ -47,8 +56,10 @@ impl RevisionLogs {
         self.replicas.remove(replica);
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<LogLine> {
-        self.follow.subscribe()
+    pub fn subscribe(&mut self) -> broadcast::Receiver<LogLine> {
+        self.follow
+            .get_or_insert_with(|| broadcast::channel(FOLLOW_CAPACITY).0)
+            .subscribe()
     }
 
     /// The last `tail` lines of all replicas, oldest first.
@@ -94,5 +105,22 @@ mod tests {
         assert_eq!(follow.try_recv().unwrap(), line("a", "1"));
         logs.forget_replica("a");
         assert_eq!(text(logs.tail(None)), ["2", "5"]);
+    }
+
+    #[test]
+    fn the_follow_channel_exists_only_while_someone_follows() {
+        let mut logs = RevisionLogs::default();
+        logs.push(line("a", "1"), 10);
+        assert!(logs.follow.is_none(), "no channel without a follower");
+        let follow = logs.subscribe();
+        logs.push(line("a", "2"), 10);
+        drop(follow);
+        logs.push(line("a", "3"), 10);
+        assert!(logs.follow.is_none(), "dropped with its last follower");
+        // A later follower gets what comes after it subscribed.
+        let mut again = logs.subscribe();
+        logs.push(line("a", "4"), 10);
+        assert_eq!(again.try_recv().unwrap(), line("a", "4"));
+        assert_eq!(logs.tail(None).len(), 4);
     }
 }
