@@ -15,6 +15,7 @@ use crate::LogLine;
 /// lines (and is told so by `RecvError::Lagged`) rather than holding memory.
 const FOLLOW_CAPACITY: usize = 1024;
 
+#[derive(Default)]
 pub(crate) struct RevisionLogs {
     seq: u64,
     replicas: HashMap<String, VecDeque<(u64, LogLine)>>,
@@ -22,16 +23,6 @@ pub(crate) struct RevisionLogs {
     /// broadcast channel allocates (and touches) all its slots up front, ~100 KiB at this
     /// capacity, which with one per revision was a third of an idle `wisp serve`'s heap.
     follow: Option<broadcast::Sender<LogLine>>,
-}
-
-impl Default for RevisionLogs {
-    fn default() -> Self {
-        RevisionLogs {
-            seq: 0,
-            replicas: HashMap::new(),
-            follow: None,
-        }
-    }
 }
 
 impl RevisionLogs {
