@@ -22,9 +22,6 @@ pub const WRK_INSTALL: &str = "apt-get update && apt-get install -y wrk";
 /// How long a `wrk` run may outlive its `-d` before it is killed.
 pub const WRK_GRACE: Duration = Duration::from_secs(30);
 
-/// The line `wisp serve` prints on stderr for its external ingress.
-pub const INGRESS_LISTENING: &str = "wisp: ingress listening on http://";
-
 /// `wrk` on the PATH (like `which wrk`); the error says how to install it.
 pub fn find_wrk() -> anyhow::Result<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -469,29 +466,6 @@ pub fn get(addr: SocketAddr, host: Option<&str>, timeout: Duration) -> anyhow::R
         .map_or("", |(_, b)| b)
         .to_string();
     Ok(Reply { status, body, took })
-}
-
-/// The external ingress address of a `wisp serve` whose stderr is (being) written to
-/// `log`: waits up to `timeout` for the [`INGRESS_LISTENING`] line.
-pub fn ingress_addr(log: &Path, timeout: Duration) -> anyhow::Result<SocketAddr> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(addr) = text.lines().find_map(|l| l.strip_prefix(INGRESS_LISTENING)) {
-            return addr
-                .trim()
-                .trim_end_matches('/')
-                .parse()
-                .with_context(|| format!("ingress address {addr:?}"));
-        }
-        if Instant::now() > deadline {
-            bail!(
-                "no {INGRESS_LISTENING:?} line in {} after {timeout:?}",
-                log.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[cfg(test)]

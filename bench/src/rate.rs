@@ -53,30 +53,6 @@ impl Target {
     }
 }
 
-/// The line `wisp serve` prints on stderr for its external ingress.
-const INGRESS_LISTENING: &str = "wisp: ingress listening on http://";
-
-/// The external ingress address of a `wisp serve`, from its stderr log (e.g.
-/// [`crate::server::Server::log_path`]); waits at most `timeout` for the line.
-pub fn ingress_addr(log: &std::path::Path, timeout: Duration) -> anyhow::Result<SocketAddr> {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if let Some(addr) = text.lines().find_map(|l| l.strip_prefix(INGRESS_LISTENING)) {
-            return addr
-                .trim()
-                .parse()
-                .with_context(|| format!("ingress address {addr:?}"));
-        }
-        anyhow::ensure!(
-            Instant::now() < deadline,
-            "no {INGRESS_LISTENING:?} line in {} within {timeout:?}",
-            log.display()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// A pooled HTTP/1.1 client (keep-alive, no idle limit per host).
 pub type HttpClient = Client<HttpConnector, Empty<Bytes>>;
 

@@ -66,6 +66,9 @@ pub struct StopReport {
     pub leftovers: usize,
 }
 
+/// The line `wisp serve` prints on stderr for its external ingress.
+const INGRESS_LISTENING: &str = "wisp: ingress listening on http://";
+
 impl Server {
     /// Starts `wisp serve` with every listener on an ephemeral loopback port, on a new
     /// temporary data dir and waits for its API. Its stderr goes to `wisp.log` in the data
@@ -170,6 +173,29 @@ impl Server {
     /// The server's stderr so far.
     pub fn log_path(&self) -> &Path {
         &self.log_path
+    }
+
+    /// The external ingress address, from the line `wisp serve` prints on stderr (its
+    /// [`log_path`](Self::log_path)); waits at most `timeout` for it.
+    pub fn ingress_addr(&self, timeout: Duration) -> anyhow::Result<std::net::SocketAddr> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
+            if let Some(addr) = text.lines().find_map(|l| l.strip_prefix(INGRESS_LISTENING)) {
+                return addr
+                    .trim()
+                    .trim_end_matches('/')
+                    .parse()
+                    .with_context(|| format!("ingress address {addr:?}"));
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "no {INGRESS_LISTENING:?} line in {} after {timeout:?}",
+                    self.log_path.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The last `n` lines of the server's stderr.

@@ -476,7 +476,7 @@ fn main() -> anyhow::Result<()> {
     let mut opts = server::Options::new(wisp);
     opts.config = Some(config_path);
     let server = Server::start_waiting(&opts, Duration::from_secs(args.start_wait))?;
-    let ingress = rate::ingress_addr(server.log_path(), Duration::from_secs(5))?;
+    let ingress = server.ingress_addr(Duration::from_secs(5))?;
     eprintln!(
         "wisp serve pid {} at {}, ingress {ingress} (data dir {})",
         server.pid(),

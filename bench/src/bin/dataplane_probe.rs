@@ -322,7 +322,7 @@ fn memory_point(
     timeout: Duration,
 ) -> anyhow::Result<MemPoint> {
     let server = Server::start(opts)?;
-    let ingress = load::ingress_addr(server.log_path(), Duration::from_secs(10))?;
+    let ingress = server.ingress_addr(Duration::from_secs(10))?;
     let name = "probe-memory";
     server.api().create(
         "services",
@@ -388,7 +388,7 @@ fn main() -> anyhow::Result<()> {
     let mut opts = server::Options::new(wisp.clone());
     opts.config = Some(write_config(cfg_dir.path())?);
     let server = Server::start(&opts)?;
-    let ingress = load::ingress_addr(server.log_path(), Duration::from_secs(10))?;
+    let ingress = server.ingress_addr(Duration::from_secs(10))?;
     eprintln!(
         "wisp serve pid {} (API {}, ingress {ingress}, data dir {})",
         server.pid(),
