@@ -1038,24 +1038,11 @@ mod tests {
     async fn http1_pool_is_per_thread_on_single_threaded_runtimes() {
         let up = upstream(false, handler(|_req| async { Response::new(full("ok")) })).await;
         let connector = ReplicaConnector::new(up.addr, Protocol::Http1, 8);
-        let mut ends = Vec::new();
-        let mut runtimes = Vec::new();
-        for _ in 0..2 {
-            let (handle_tx, handle_rx) = std::sync::mpsc::channel();
-            let (end_tx, end_rx) = tokio::sync::oneshot::channel::<()>();
-            std::thread::spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                handle_tx.send(rt.handle().clone()).unwrap();
-                rt.block_on(async {
-                    let _ = end_rx.await;
-                });
-            });
-            runtimes.push(handle_rx.recv().unwrap());
-            ends.push(end_tx);
-        }
+        let threads = [
+            crate::RuntimeThread::start("rt-a").unwrap(),
+            crate::RuntimeThread::start("rt-b").unwrap(),
+        ];
+        let runtimes = threads.iter().map(|t| t.handle().clone()).collect();
         let opts = crate::ServerOptions {
             runtimes,
             ..crate::ServerOptions::default()
@@ -1075,9 +1062,6 @@ mod tests {
         // not one per request.
         assert_eq!(up.accepted(), 2);
         assert_eq!(connector.idle_count(), 2);
-        for end in ends {
-            let _ = end.send(());
-        }
     }
 
     /// 16 requests held open at the same time by the app all share one h2c connection.

@@ -31,4 +31,4 @@ mod testutil;
 
 pub use body::{Body, BoxError, boxed, empty, full, text_response};
 pub use connector::{ForwardContext, ForwardError, Hop, Protocol, ReplicaConnector};
-pub use server::{ServerOptions, serve};
+pub use server::{RuntimeThread, ServerOptions, serve};

@@ -70,6 +70,56 @@ impl Default for ServerOptions {
     }
 }
 
+/// A single-threaded tokio runtime on a thread of its own, for
+/// [`ServerOptions::runtimes`]; ended (tasks left on it are cancelled) and joined on drop.
+#[derive(Debug)]
+pub struct RuntimeThread {
+    handle: tokio::runtime::Handle,
+    end: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl RuntimeThread {
+    /// Starts the runtime on a thread called `name`.
+    pub fn start(name: &str) -> std::io::Result<RuntimeThread> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let handle = rt.handle().clone();
+        let (end, ended) = tokio::sync::oneshot::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name(name.into())
+            .spawn(move || {
+                // The runtime runs spawned tasks only while `block_on` runs.
+                rt.block_on(async {
+                    let _ = ended.await;
+                });
+            })?;
+        Ok(RuntimeThread {
+            handle,
+            end: Some(end),
+            thread: Some(thread),
+        })
+    }
+
+    /// The runtime, to spawn on.
+    pub fn handle(&self) -> &tokio::runtime::Handle {
+        &self.handle
+    }
+}
+
+impl Drop for RuntimeThread {
+    fn drop(&mut self) {
+        if let Some(end) = self.end.take() {
+            let _ = end.send(());
+        }
+        // The thread ends within a moment of the signal (dropping its runtime).
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
 /// The HTTP/2 connection preface a prior-knowledge client starts with.
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -301,22 +351,7 @@ mod tests {
     #[tokio::test]
     async fn connections_are_served_on_the_given_runtimes() {
         // A single-threaded runtime on its own thread, as `wisp serve`'s data plane has.
-        let (handle_tx, handle_rx) = std::sync::mpsc::channel();
-        let (end_tx, end_rx) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("test-dataplane".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .unwrap();
-                handle_tx.send(rt.handle().clone()).unwrap();
-                rt.block_on(async {
-                    let _ = end_rx.await;
-                });
-            })
-            .unwrap();
-        let handle = handle_rx.recv().unwrap();
+        let rt = RuntimeThread::start("test-dataplane").unwrap();
 
         let (l, addr) = listener().await;
         let handler = |_req: Request<Incoming>, _peer| async move {
@@ -324,7 +359,7 @@ mod tests {
             Response::new(full(name))
         };
         let opts = ServerOptions {
-            runtimes: vec![handle],
+            runtimes: vec![rt.handle().clone()],
             ..ServerOptions::default()
         };
         let (stop_tx, stop_rx) = oneshot::channel::<()>();
@@ -339,8 +374,6 @@ mod tests {
         }
         stop_tx.send(()).unwrap();
         within("serve returns", server).await.unwrap().unwrap();
-        end_tx.send(()).unwrap();
-        thread.join().unwrap();
     }
 
     #[tokio::test]

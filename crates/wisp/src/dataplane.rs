@@ -8,15 +8,12 @@
 //! CPU than the proxying itself (measured with `bench/src/bin/dataplane_probe.rs`). Several
 //! threads (on larger machines) each run their own share of the connections.
 
-use std::thread::JoinHandle;
-
 use tokio::runtime::Handle;
-use tokio::sync::oneshot;
+use wisp_net::RuntimeThread;
 
 /// Running data-plane threads; [`stop`](Self::stop) ends them.
 pub struct DataPlaneThreads {
-    handles: Vec<Handle>,
-    threads: Vec<(oneshot::Sender<()>, JoinHandle<()>)>,
+    threads: Vec<RuntimeThread>,
 }
 
 /// Threads by default: one per CPU. Each thread only uses CPU while it has requests to
@@ -29,52 +26,22 @@ pub fn default_threads() -> usize {
 impl DataPlaneThreads {
     /// Starts `n` threads (at least one), each with its own single-threaded runtime.
     pub fn start(n: usize) -> std::io::Result<Self> {
-        let mut handles = Vec::new();
-        let mut threads = Vec::new();
-        for i in 0..n.max(1) {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            handles.push(rt.handle().clone());
-            let (stop_tx, stop_rx) = oneshot::channel::<()>();
-            let thread = std::thread::Builder::new()
-                .name(format!("wisp-dataplane-{i}"))
-                .spawn(move || {
-                    // The runtime runs spawned tasks only while `block_on` runs.
-                    rt.block_on(async {
-                        let _ = stop_rx.await;
-                    });
-                    // Dropping `rt` here cancels what is left (upgraded tunnels, idle upstream
-                    // connections).
-                })?;
-            threads.push((stop_tx, thread));
-        }
-        Ok(Self { handles, threads })
+        let threads = (0..n.max(1))
+            .map(|i| RuntimeThread::start(&format!("wisp-dataplane-{i}")))
+            .collect::<std::io::Result<_>>()?;
+        Ok(Self { threads })
     }
 
     /// The runtimes, for `wisp_net::ServerOptions::runtimes`.
     pub fn handles(&self) -> Vec<Handle> {
-        self.handles.clone()
+        self.threads.iter().map(|t| t.handle().clone()).collect()
     }
 
-    /// Ends every thread (call once the ingress servers have drained) and waits for them.
+    /// Ends every thread (call once the ingress servers have drained) and waits for them;
+    /// what is left on them (upgraded tunnels, idle upstream connections) is cancelled.
     pub async fn stop(self) {
-        let Self { handles, threads } = self;
-        drop(handles);
-        let joins: Vec<JoinHandle<()>> = threads
-            .into_iter()
-            .map(|(stop, thread)| {
-                let _ = stop.send(());
-                thread
-            })
-            .collect();
-        // Joining blocks; the threads end within a moment of the signal.
-        let _ = tokio::task::spawn_blocking(move || {
-            for thread in joins {
-                let _ = thread.join();
-            }
-        })
-        .await;
+        // Dropping a `RuntimeThread` joins it, which blocks.
+        let _ = tokio::task::spawn_blocking(move || drop(self.threads)).await;
     }
 }
 
