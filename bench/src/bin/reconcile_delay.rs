@@ -27,6 +27,7 @@ use clap::Parser;
 use serde_json::{Value, json};
 use wisp_bench::{
     api::{self, Api, Event, SERVING},
+    load,
     procfs::{self, Memory, Mib, Spawned},
     server::{self, Server},
     stats::{Summary, Table, ms},
@@ -457,6 +458,9 @@ fn main() -> anyhow::Result<()> {
         args.parallel, args.threads
     );
     let rv_before_r2 = api.resource_version(SERVING, "services")?;
+    // wisp's own CPU time for the round: unlike the latencies, it hardly depends on what
+    // else the machine is doing, so it is the figure to compare two builds by.
+    let cpu_before_r2 = load::cpu_ticks(server.pid()).context("wisp's CPU time")?;
     let r2 = round_parallel(
         &api,
         &app,
@@ -468,6 +472,12 @@ fn main() -> anyhow::Result<()> {
     )?;
     stop_tracing.store(true, std::sync::atomic::Ordering::Relaxed);
     let rv_r2_ready = api.resource_version(SERVING, "services")?;
+    let cpu_r2 = Duration::from_secs_f64(
+        load::cpu_ticks(server.pid())
+            .context("wisp's CPU time")?
+            .saturating_sub(cpu_before_r2) as f64
+            / load::clk_tck() as f64,
+    );
 
     // Memory, with the round-2 services Ready and idle.
     eprintln!("idle {} s, then memory", args.idle);
@@ -607,11 +617,14 @@ fn main() -> anyhow::Result<()> {
     let writes = rv_r2_ready - rv_before_r2;
     out += &format!(
         "\nStore writes (resourceVersion delta) until all {} were Ready: {writes} \
-         ({:.1} per service); during the {} s idle: {}.\n",
+         ({:.1} per service); during the {} s idle: {}. wisp's CPU time (user + system) \
+         until then: {} ({} per service).\n",
         s2.n,
         writes as f64 / s2.n.max(1) as f64,
         args.idle,
         rv_after_idle - rv_r2_ready,
+        ms(cpu_r2),
+        ms(cpu_r2 / s2.n.max(1) as u32),
     );
     out += "\n## Memory\n\n";
     out += &memory.render();

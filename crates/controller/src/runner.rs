@@ -10,8 +10,9 @@
 //! 2. **Store events** (`subscribe()` + `events_since`, in order, remembering the last
 //!    resourceVersion). For each event: (a) the object's own key goes to the reconcilers of
 //!    its kind; (b) each owner reference, and the `serving.knative.dev/{service,
-//!    configuration,route}` labels, queue the owner's key to the owner kind's reconcilers,
-//!    so a child's change re-reconciles its parent; (c) each reconciler's
+//!    configuration,route}` labels on a direct child (see [`label_names_parent`]), queue
+//!    the owner's key to the owner kind's reconcilers, so a child's change re-reconciles
+//!    its parent; (c) each reconciler's
 //!    [`Reconciler::watches`] may add keys of its own kind. If the log was compacted past
 //!    our position (`Gone`), a full resync replaces the missed events.
 //! 3. **Platform changes**: the revision key goes to the revision reconcilers; if the
@@ -149,6 +150,28 @@ impl Controllers {
     }
 }
 
+/// Labels that name an object's parent, and the parent's kind.
+const LABELLED_PARENTS: [(&str, &ResourceKind); 3] = [
+    (label::SERVICE, &kinds::SERVICE),
+    (label::CONFIGURATION, &kinds::CONFIGURATION),
+    (label::ROUTE, &kinds::ROUTE),
+];
+
+/// Whether an event of `kind` carrying `lbl` re-queues the parent it names. Knative's
+/// Service and Configuration controllers watch only their direct children: a Service's
+/// status is made of its Configuration's and Route's, a Configuration's of its Revisions'.
+/// Revisions and PodAutoscalers also carry the Service label (and PodAutoscalers the
+/// Configuration one), but re-reconciling the Service on each of their ~11 writes per
+/// service only re-read three objects to find nothing changed: a fifth of the reconciles
+/// while 100 services start.
+fn label_names_parent(lbl: &str, kind: &ResourceKind) -> bool {
+    match lbl {
+        label::SERVICE => *kind == kinds::CONFIGURATION || *kind == kinds::ROUTE,
+        label::CONFIGURATION => *kind == kinds::REVISION,
+        _ => true,
+    }
+}
+
 /// Turns changes into keys on the right queues.
 struct Router {
     ctx: Context,
@@ -208,12 +231,10 @@ impl Router {
                 }
             }
         }
-        for (lbl, k) in [
-            (label::SERVICE, &kinds::SERVICE),
-            (label::CONFIGURATION, &kinds::CONFIGURATION),
-            (label::ROUTE, &kinds::ROUTE),
-        ] {
-            if let Some(v) = meta["labels"][lbl].as_str() {
+        for (lbl, k) in LABELLED_PARENTS {
+            if let Some(v) = meta["labels"][lbl].as_str()
+                && label_names_parent(lbl, kind)
+            {
                 self.enqueue(k, ns, v);
             }
         }
@@ -713,6 +734,26 @@ mod tests {
         testing::insert(&ctx, &child);
         eventually("owner fan-out", || seen("default/owner")).await;
         stop(h, tx).await;
+    }
+
+    #[test]
+    fn labels_requeue_only_direct_parents() {
+        for (lbl, kind, requeued) in [
+            (label::SERVICE, &kinds::CONFIGURATION, true),
+            (label::SERVICE, &kinds::ROUTE, true),
+            (label::SERVICE, &kinds::REVISION, false),
+            (label::SERVICE, &kinds::POD_AUTOSCALER, false),
+            (label::CONFIGURATION, &kinds::REVISION, true),
+            (label::CONFIGURATION, &kinds::POD_AUTOSCALER, false),
+            (label::ROUTE, &kinds::REVISION, true),
+        ] {
+            assert_eq!(
+                label_names_parent(lbl, kind),
+                requeued,
+                "{lbl} on a {}",
+                kind.kind
+            );
+        }
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

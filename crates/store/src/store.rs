@@ -335,8 +335,9 @@ impl Store {
                     )));
                 }
             }
-            tx.put(resource, &namespace, &name, &uid, rv, &obj, Some(&owners))?;
-            tx.record_event(rv, resource, &namespace, &name, EventType::Added, &obj)?;
+            let json = obj.to_string();
+            tx.put(resource, &namespace, &name, &uid, rv, &obj, &json, Some(&owners))?;
+            tx.record_event(rv, resource, &namespace, &name, EventType::Added, &json)?;
             Ok(obj)
         })
     }
@@ -568,8 +569,9 @@ impl Store {
         let rv = tx.next_rev();
         object::metadata_mut(&mut obj)?.insert("resourceVersion".into(), rv.to_string().into());
         let uid = meta_str(&obj, "uid").unwrap_or("").to_owned();
-        tx.put(resource, namespace, name, &uid, rv, &obj, owners)?;
-        tx.record_event(rv, resource, namespace, name, EventType::Modified, &obj)?;
+        let json = obj.to_string();
+        tx.put(resource, namespace, name, &uid, rv, &obj, &json, owners)?;
+        tx.record_event(rv, resource, namespace, name, EventType::Modified, &json)?;
         Ok(obj)
     }
 
@@ -589,7 +591,14 @@ impl Store {
             .or_insert_with(|| now.into());
         object::canonicalize_metadata(meta);
         tx.remove(resource, namespace, name)?;
-        tx.record_event(rv, resource, namespace, name, EventType::Deleted, &obj)?;
+        tx.record_event(
+            rv,
+            resource,
+            namespace,
+            name,
+            EventType::Deleted,
+            &obj.to_string(),
+        )?;
         Ok(obj)
     }
 }

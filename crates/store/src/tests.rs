@@ -868,20 +868,26 @@ fn counter_monotonic_across_reopen() {
 }
 
 #[test]
-fn reopen_after_unclean_drop_keeps_data() {
+fn a_live_store_keeps_its_file_to_itself() {
+    // The store holds SQLite's lock for as long as it is open (locking_mode=EXCLUSIVE), so a
+    // second opener waits out its busy timeout and fails instead of sharing the file; the
+    // first one is unaffected, and once it is closed the file opens again with everything.
+    // (A store that dies without closing is `survives_process_abort`.)
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wisp.db");
     let store = Store::open(&path).unwrap();
-    for i in 0..5 {
-        store
-            .create(SVC, obj("default", &format!("o{i}"), json!({})))
-            .unwrap();
-    }
-    // Leak the connection: no close, no WAL checkpoint, as if the process had died.
-    std::mem::forget(store);
+    store.create(SVC, obj("default", "o1", json!({}))).unwrap();
+    let quick = Options {
+        busy_timeout: std::time::Duration::from_millis(20),
+        ..Options::default()
+    };
+    let second = Store::open_with(&path, quick);
+    assert!(second.is_err(), "second opener got the file");
+    store.create(SVC, obj("default", "o2", json!({}))).unwrap();
+    drop(store);
     let store = Store::open(&path).unwrap();
-    assert_eq!(store.current_revision(), 5);
-    assert_eq!(store.list(SVC, None, None).unwrap().0.len(), 5);
+    assert_eq!(store.current_revision(), 2);
+    assert_eq!(store.list(SVC, None, None).unwrap().0.len(), 2);
 }
 
 /// Child half of `survives_process_abort`: only does something when spawned by it.

@@ -80,10 +80,10 @@ impl Reconciler for ServiceReconciler {
 
     /// A child that is not ours carries no owner reference to us, yet its deletion must
     /// let us create ours: children have the Service's name, so any Configuration or
-    /// Route event maps to the Service of the same name, if there is one.
+    /// Route event maps to the Service of the same name.
     fn watches(
         &self,
-        ctx: &Context,
+        _ctx: &Context,
         event_kind: &ResourceKind,
         obj: &serde_json::Value,
     ) -> Vec<(String, String)> {
@@ -94,10 +94,9 @@ impl Reconciler for ServiceReconciler {
         let (Some(ns), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str()) else {
             return Vec::new();
         };
-        match objects::get::<Service>(&ctx.store, ns, name) {
-            Ok(Some(_)) => vec![(ns.to_owned(), name.to_owned())],
-            _ => Vec::new(),
-        }
+        // Queued whether or not the Service exists: a reconcile of a missing one is one
+        // lookup, cheaper than looking it up here on every event.
+        vec![(ns.to_owned(), name.to_owned())]
     }
 }
 
