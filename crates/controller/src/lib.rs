@@ -21,6 +21,7 @@
 pub mod autoscaling;
 pub mod conditions;
 pub mod configuration;
+pub mod executor;
 pub mod names;
 pub mod objects;
 pub mod queue;

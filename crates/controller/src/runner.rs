@@ -23,7 +23,8 @@
 //! 4. **Periodic resync** every [`RESYNC_PERIOD`], a cheap safety net.
 //!
 //! Each reconciler has its own [`WorkQueue`] and [`DEFAULT_WORKERS`] workers. A worker takes
-//! a key, runs `reconcile` on the blocking pool (the store is synchronous), and then:
+//! a key, runs `reconcile` on the reconcile thread ([`crate::executor`]: one thread for
+//! all reconcilers, running what is queued in store batches), and then:
 //! `Done` ⇒ forget the back-off; `RequeueAfter(d)` ⇒ forget and re-add after `d`; an error
 //! ⇒ log it and re-add with back-off. On shutdown no new key is taken; reconciles already
 //! running finish before [`Controllers::run`] returns.
@@ -42,6 +43,7 @@ use wisp_runtime::RevisionKey;
 use wisp_store::{StoreError, WatchEvent};
 
 use crate::{
+    executor::{Executor, Outcome},
     names::label,
     queue::WorkQueue,
     reconciler::{Action, Context, ReconcileError, Reconciler, resource},
@@ -49,9 +51,9 @@ use crate::{
 
 /// How often everything is re-queued even without changes.
 pub const RESYNC_PERIOD: Duration = Duration::from_secs(300);
-/// Concurrent reconciles per reconciler (never two for the same key). Reconciles are
-/// short and mostly wait on the store's lock; four keeps a burst of new revisions (100
-/// services at once) from queueing behind each other's status writes.
+/// Reconciles in flight per reconciler (never two for the same key). They all run on the
+/// one reconcile thread; what several workers buy is a queue there, so that a burst (100
+/// services at once) runs in a few store batches instead of one commit per reconcile.
 pub const DEFAULT_WORKERS: usize = 4;
 /// Events read from the store per batch.
 const EVENT_BATCH: usize = 500;
@@ -120,12 +122,26 @@ impl Controllers {
         ));
         let resync = tokio::spawn(periodic_resync(router.clone(), self.resync_period, stop_rx));
 
+        let executor = match Executor::start(self.ctx.store.clone()) {
+            Ok(e) => e,
+            Err(e) => {
+                error!(error = %e, "cannot start the reconcile thread; controllers not running");
+                let _ = stop_tx.send(true);
+                return;
+            }
+        };
         let mut workers: Vec<JoinHandle<()>> = Vec::new();
         for (r, q) in &router.queues {
             for _ in 0..self.workers {
-                workers.push(tokio::spawn(worker(self.ctx.clone(), r.clone(), q.clone())));
+                workers.push(tokio::spawn(worker(
+                    self.ctx.clone(),
+                    executor.clone(),
+                    r.clone(),
+                    q.clone(),
+                )));
             }
         }
+        drop(executor);
         info!(
             reconcilers = router.queues.len(),
             workers = self.workers,
@@ -469,7 +485,7 @@ async fn periodic_resync(
 }
 
 /// One worker of one reconciler.
-async fn worker(ctx: Context, reconciler: Arc<dyn Reconciler>, queue: WorkQueue) {
+async fn worker(ctx: Context, exec: Executor, reconciler: Arc<dyn Reconciler>, queue: WorkQueue) {
     let kind = reconciler.kind().kind;
     while let Some(k) = queue.get().await {
         let (ns, name) = match k.split_once('/') {
@@ -477,14 +493,13 @@ async fn worker(ctx: Context, reconciler: Arc<dyn Reconciler>, queue: WorkQueue)
             None => (String::new(), k.clone()),
         };
         let (r, c) = (reconciler.clone(), ctx.clone());
-        let res = tokio::task::spawn_blocking(move || r.reconcile(&c, &ns, &name)).await;
-        match res {
-            Ok(Ok(Action::Done)) => queue.forget(&k),
-            Ok(Ok(Action::RequeueAfter(d))) => {
+        match exec.run(move || r.reconcile(&c, &ns, &name)).await {
+            Outcome::Returned(Ok(Action::Done)) => queue.forget(&k),
+            Outcome::Returned(Ok(Action::RequeueAfter(d))) => {
                 queue.forget(&k);
                 queue.add_after(k.clone(), d);
             }
-            Ok(Err(e)) => {
+            Outcome::Returned(Err(e)) => {
                 let retries = queue.num_requeues(&k);
                 if is_conflict(&e) {
                     debug!(kind, key = %k, retries, error = %e, "reconcile conflict; retrying");
@@ -493,8 +508,8 @@ async fn worker(ctx: Context, reconciler: Arc<dyn Reconciler>, queue: WorkQueue)
                 }
                 queue.add_rate_limited(k.clone());
             }
-            Err(e) => {
-                error!(kind, key = %k, error = %e, "reconcile panicked; retrying");
+            Outcome::Panicked => {
+                error!(kind, key = %k, "reconcile panicked; retrying");
                 queue.add_rate_limited(k.clone());
             }
         }

@@ -566,8 +566,15 @@ pub(crate) fn events_since(
 /// One write transaction. Every mutation goes through here so that the object rows, the owner
 /// index, the event log and the counter change together or not at all: dropping a `WriteTx`
 /// without [`commit`](Self::commit) (e.g. on `?`) rolls everything back.
+///
+/// Inside a [`crate::Store::batch`] it is a savepoint of the batch's transaction instead:
+/// atomic and rolled back alone on error the same way, committed with the batch.
 pub(crate) struct WriteTx<'c> {
-    tx: Transaction<'c>,
+    tx: &'c Connection,
+    /// A savepoint inside an open batch transaction, not a transaction of its own.
+    nested: bool,
+    /// Still to be committed or rolled back.
+    open: bool,
     /// Counter value at the start; `rev > start` means something was written.
     start: u64,
     rev: u64,
@@ -578,15 +585,40 @@ pub(crate) struct WriteTx<'c> {
 impl<'c> WriteTx<'c> {
     /// IMMEDIATE takes the write lock up front, so the counter we read cannot be stale by the
     /// time we write it back (matters only if another process shares the file).
-    pub(crate) fn begin(conn: &'c mut Connection, history: usize) -> Result<Self, StoreError> {
-        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let rev = revision(&tx)?;
-        Ok(WriteTx {
-            tx,
-            start: rev,
-            rev,
+    pub(crate) fn begin(
+        conn: &'c Connection,
+        history: usize,
+        nested: bool,
+    ) -> Result<Self, StoreError> {
+        conn.execute_batch(if nested {
+            "SAVEPOINT wisp_write"
+        } else {
+            "BEGIN IMMEDIATE"
+        })?;
+        let mut tx = WriteTx {
+            tx: conn,
+            nested,
+            open: true,
+            start: 0,
+            rev: 0,
             history: history.max(1) as u64,
-        })
+        };
+        // On error the drop rolls the transaction back.
+        tx.start = revision(conn)?;
+        tx.rev = tx.start;
+        Ok(tx)
+    }
+
+    fn rollback(&mut self) {
+        if std::mem::take(&mut self.open) {
+            // Nothing useful can be done if this fails: SQLite rolls an unfinished
+            // transaction back by itself when the connection next begins one or closes.
+            let _ = self.tx.execute_batch(if self.nested {
+                "ROLLBACK TO wisp_write; RELEASE wisp_write"
+            } else {
+                "ROLLBACK"
+            });
+        }
     }
 
     /// Takes the next global resourceVersion.
@@ -601,7 +633,7 @@ impl<'c> WriteTx<'c> {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, StoreError> {
-        get(&self.tx, resource, namespace, name)?
+        get(self.tx, resource, namespace, name)?
             .as_deref()
             .map(parse_json)
             .transpose()
@@ -662,7 +694,7 @@ impl<'c> WriteTx<'c> {
                 stmt.execute(params![owner, namespace, resource, name])?;
             }
             self.clear_metadata_index(resource, namespace, name)?;
-            insert_metadata_index(&self.tx, resource, namespace, name, obj)?;
+            insert_metadata_index(self.tx, resource, namespace, name, obj)?;
         }
         Ok(())
     }
@@ -757,15 +789,16 @@ impl<'c> WriteTx<'c> {
     /// Compaction runs inside the same transaction so that `events` always holds exactly the
     /// resourceVersions in `(compacted, revision]`; `events_since` relies on that to decide
     /// between "here are the events" and `Gone`.
-    pub(crate) fn commit(self) -> Result<Option<u64>, StoreError> {
+    pub(crate) fn commit(mut self) -> Result<Option<u64>, StoreError> {
         if self.rev == self.start {
+            self.rollback();
             return Ok(None);
         }
         self.tx
             .prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'revision'")?
             .execute([int(self.rev)])?;
         let keep_after = self.rev.saturating_sub(self.history);
-        if keep_after > compacted(&self.tx)? {
+        if keep_after > compacted(self.tx)? {
             self.tx
                 .prepare_cached("DELETE FROM events WHERE resource_version <= ?1")?
                 .execute([int(keep_after)])?;
@@ -773,7 +806,18 @@ impl<'c> WriteTx<'c> {
                 .prepare_cached("UPDATE meta SET value = ?1 WHERE key = 'compacted'")?
                 .execute([int(keep_after)])?;
         }
-        self.tx.commit()?;
+        self.tx.execute_batch(if self.nested {
+            "RELEASE wisp_write"
+        } else {
+            "COMMIT"
+        })?;
+        self.open = false;
         Ok(Some(self.rev))
+    }
+}
+
+impl Drop for WriteTx<'_> {
+    fn drop(&mut self) {
+        self.rollback();
     }
 }

@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 use std::path::Path;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -78,17 +78,40 @@ pub enum Durability {
     Relaxed,
 }
 
+thread_local! {
+    /// The batch ([`Store::batch`]) running on this thread: its store's id and the store's
+    /// connection, lent to the batch for its duration.
+    static BATCH: std::cell::RefCell<Option<(usize, Connection)>> =
+        const { std::cell::RefCell::new(None) };
+    /// The highest revision the running batch has written.
+    static BATCH_REV: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 struct Inner {
     /// One connection for reads and writes. SQLite serializes writers anyway, and a single
     /// connection means a read can never observe a half-finished write of ours. Only ever held
-    /// for one synchronous call, never across an `.await`.
-    conn: Mutex<Connection>,
+    /// for one synchronous call, never across an `.await`. `None` while lent to a batch.
+    conn: Mutex<Option<Connection>>,
+    /// Signalled when a batch gives the connection back.
+    returned: Condvar,
     /// The connection's current `synchronous` mode (changed only with `conn` locked).
     relaxed: std::sync::atomic::AtomicBool,
     /// Latest committed revision, for async watchers. Updated while `conn` is still locked so
     /// the published value never goes backwards.
     revision: watch::Sender<u64>,
     options: Options,
+}
+
+/// The locked connection (never `None`: [`Store::conn`] waits out batches).
+pub(crate) struct ConnGuard<'a>(MutexGuard<'a, Option<Connection>>);
+
+impl std::ops::Deref for ConnGuard<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        // `conn()` only builds a guard around `Some`, and only a batch takes it out, which
+        // needs this very lock.
+        self.0.as_ref().expect("connection present while locked")
+    }
 }
 
 impl std::fmt::Debug for Store {
@@ -125,7 +148,8 @@ impl Store {
         let (revision, _) = watch::channel(rev);
         Ok(Store {
             inner: Arc::new(Inner {
-                conn: Mutex::new(conn),
+                conn: Mutex::new(Some(conn)),
+                returned: Condvar::new(),
                 relaxed: std::sync::atomic::AtomicBool::new(false),
                 revision,
                 options,
@@ -147,27 +171,98 @@ impl Store {
         self.durability
     }
 
-    fn conn(&self) -> MutexGuard<'_, Connection> {
+    fn conn(&self) -> ConnGuard<'_> {
         // A panic while holding the lock left no partial write behind (the open transaction
         // rolls back when dropped), so a poisoned lock is safe to keep using.
-        self.inner.conn.lock().unwrap_or_else(|e| e.into_inner())
+        let mut guard = self.inner.conn.lock().unwrap_or_else(|e| e.into_inner());
+        // While a batch has the connection, wait for it to be given back.
+        while guard.is_none() {
+            guard = self
+                .inner
+                .returned
+                .wait(guard)
+                .unwrap_or_else(|e| e.into_inner());
+        }
+        ConnGuard(guard)
     }
 
-    #[cfg(test)]
-    pub(crate) fn inner_conn_for_tests(&self) -> MutexGuard<'_, Connection> {
-        self.conn()
+    /// This store's identity, for [`BATCH`].
+    fn id(&self) -> usize {
+        Arc::as_ptr(&self.inner) as usize
     }
 
-    fn now(&self) -> String {
-        (self.inner.options.clock)().to_rfc3339_opts(SecondsFormat::Secs, true)
+    /// Runs `f` with the connection: the open batch's on this thread, or else locked.
+    fn with_conn<R>(&self, f: impl FnOnce(&Connection) -> R) -> R {
+        let id = self.id();
+        BATCH.with_borrow(|b| match b {
+            Some((batch, conn)) if *batch == id => f(conn),
+            _ => f(&self.conn()),
+        })
     }
 
-    /// Runs `f` in one write transaction, commits, and publishes the new revision.
-    fn write<T>(
-        &self,
-        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>,
-    ) -> Result<T, StoreError> {
-        let mut conn = self.conn();
+    fn in_batch(&self) -> bool {
+        BATCH.with_borrow(|b| b.as_ref().is_some_and(|(id, _)| *id == self.id()))
+    }
+
+    /// Runs `f` with every write it makes (on this store, on this thread) in one
+    /// transaction, committed when `f` returns, with this handle's durability; each write
+    /// is still atomic on its own (a savepoint) and fails alone. The store stays locked for
+    /// the whole of `f`, so no one reads what the batch has not committed yet.
+    ///
+    /// Returns what `f` returned and whether the commit succeeded: if it did not, none of
+    /// the batch's writes happened, whatever `f` was told. A batch inside a batch joins it.
+    ///
+    /// For the controllers: dozens of small reconciles, each of a few writes, cost one
+    /// commit instead of one each, and take the lock once instead of racing for it.
+    pub fn batch<R>(&self, f: impl FnOnce() -> R) -> (R, Result<(), StoreError>) {
+        if self.in_batch() {
+            return (f(), Ok(()));
+        }
+        let mut guard = self.conn();
+        if let Err(e) = self.set_durability(&guard) {
+            drop(guard);
+            return (f(), Err(e));
+        }
+        if guard.execute_batch("BEGIN IMMEDIATE").is_err() {
+            // Then the writes each begin their own transaction, and fail or succeed alone.
+            drop(guard);
+            return (f(), Ok(()));
+        }
+        // The connection moves to this thread for the batch; everyone else waits in
+        // `conn()` until `Lent` gives it back (also if `f` panics: then rolled back).
+        let conn = guard.0.take();
+        drop(guard);
+        BATCH.set(conn.map(|c| (self.id(), c)));
+        BATCH_REV.set(0);
+        struct Lent<'a>(&'a Store, bool);
+        impl Drop for Lent<'_> {
+            fn drop(&mut self) {
+                let Some((_, conn)) = BATCH.take() else {
+                    return;
+                };
+                if !self.1 {
+                    // Not committed (a failed COMMIT leaves the transaction open, and a
+                    // panic never reached it): nothing of the batch stays.
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+                let inner = &self.0.inner;
+                *inner.conn.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn);
+                inner.returned.notify_all();
+            }
+        }
+        let mut lent = Lent(self, false);
+        let out = f();
+        let committed = self.with_conn(|conn| conn.execute_batch("COMMIT"));
+        lent.1 = committed.is_ok();
+        drop(lent);
+        if committed.is_ok() {
+            self.publish(BATCH_REV.get());
+        }
+        (out, committed.map_err(StoreError::from))
+    }
+
+    /// Makes the connection's `synchronous` mode match this handle's durability.
+    fn set_durability(&self, conn: &Connection) -> Result<(), StoreError> {
         let relaxed = self.durability == Durability::Relaxed;
         // `synchronous` is per connection and may only change outside a transaction; the
         // flag is read and written with the connection locked.
@@ -183,16 +278,51 @@ impl Store {
                 .relaxed
                 .store(relaxed, std::sync::atomic::Ordering::Relaxed);
         }
-        let mut tx = WriteTx::begin(&mut conn, self.inner.options.event_history)?;
+        Ok(())
+    }
+
+    /// Tells watchers about committed revision `rev` (0: nothing was written).
+    fn publish(&self, rev: u64) {
+        self.inner.revision.send_if_modified(|cur| {
+            let newer = rev > *cur;
+            if newer {
+                *cur = rev;
+            }
+            newer
+        });
+    }
+
+    #[cfg(test)]
+    pub(crate) fn inner_conn_for_tests(&self) -> ConnGuard<'_> {
+        self.conn()
+    }
+
+    fn now(&self) -> String {
+        (self.inner.options.clock)().to_rfc3339_opts(SecondsFormat::Secs, true)
+    }
+
+    /// Runs `f` in one write transaction, commits, and publishes the new revision. Inside a
+    /// [`batch`](Self::batch) the batch commits and publishes instead.
+    fn write<T>(
+        &self,
+        f: impl FnOnce(&mut WriteTx<'_>) -> Result<T, StoreError>,
+    ) -> Result<T, StoreError> {
+        if self.in_batch() {
+            return self.with_conn(|conn| {
+                let mut tx = WriteTx::begin(conn, self.inner.options.event_history, true)?;
+                let out = f(&mut tx)?;
+                if let Some(rev) = tx.commit()? {
+                    BATCH_REV.set(BATCH_REV.get().max(rev));
+                }
+                Ok(out)
+            });
+        }
+        let conn = self.conn();
+        self.set_durability(&conn)?;
+        let mut tx = WriteTx::begin(&conn, self.inner.options.event_history, false)?;
         let out = f(&mut tx)?;
         if let Some(rev) = tx.commit()? {
-            self.inner.revision.send_if_modified(|cur| {
-                let newer = rev > *cur;
-                if newer {
-                    *cur = rev;
-                }
-                newer
-            });
+            self.publish(rev);
         }
         Ok(out)
     }
@@ -228,7 +358,7 @@ impl Store {
         namespace: &str,
         name: &str,
     ) -> Result<Option<String>, StoreError> {
-        sqlite::get(&self.conn(), resource, namespace, name)
+        self.with_conn(|conn| sqlite::get(conn, resource, namespace, name))
     }
 
     /// Objects of `resource` sorted by (namespace, name); `namespace: None` lists all
@@ -259,10 +389,11 @@ impl Store {
         selector: Option<&LabelSelector>,
     ) -> Result<(Vec<String>, u64), StoreError> {
         let selector = selector.filter(|s| !s.is_empty());
-        let conn = self.conn();
-        let rev = sqlite::revision(&conn)?;
-        let items = sqlite::list(&conn, resource, namespace, selector)?;
-        Ok((items, rev))
+        self.with_conn(|conn| {
+            let rev = sqlite::revision(conn)?;
+            let items = sqlite::list(conn, resource, namespace, selector)?;
+            Ok((items, rev))
+        })
     }
 
     /// The stored JSON text of the objects of `resource` in `namespace` whose annotation `key`
@@ -276,7 +407,7 @@ impl Store {
         key: &str,
         item: &str,
     ) -> Result<Vec<String>, StoreError> {
-        sqlite::list_annotated(&self.conn(), resource, namespace, key, item)
+        self.with_conn(|conn| sqlite::list_annotated(conn, resource, namespace, key, item))
     }
 
     /// Creates an object.
@@ -481,17 +612,17 @@ impl Store {
         namespace: Option<&str>,
         limit: usize,
     ) -> Result<Vec<WatchEvent>, StoreError> {
-        let conn = self.conn();
-        let compacted = sqlite::compacted(&conn)?;
-        if from < compacted {
-            return Err(StoreError::Gone {
-                requested: from,
-                oldest: compacted,
-            });
-        }
-        let raw = sqlite::events_since(&conn, from, resource, namespace, limit)?;
-        // Parse with the connection released: other readers and writers need not wait.
-        drop(conn);
+        // Parsed with the connection released: other readers and writers need not wait.
+        let raw = self.with_conn(|conn| {
+            let compacted = sqlite::compacted(conn)?;
+            if from < compacted {
+                return Err(StoreError::Gone {
+                    requested: from,
+                    oldest: compacted,
+                });
+            }
+            sqlite::events_since(conn, from, resource, namespace, limit)
+        })?;
         raw.into_iter()
             .map(|e| {
                 Ok(WatchEvent {
@@ -507,8 +638,7 @@ impl Store {
     /// Forces the WAL into the main database file and truncates it. Not needed for durability
     /// (every commit is already fsynced); call on clean shutdown so the file is self-contained.
     pub fn checkpoint(&self) -> Result<(), StoreError> {
-        self.conn()
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))?;
+        self.with_conn(|conn| conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())))?;
         Ok(())
     }
 

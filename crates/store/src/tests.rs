@@ -1437,3 +1437,105 @@ fn cached_reads_are_not_re_prepared_when_rebound() {
     let list = crate::sqlite::list_sql(SVC, Some("default"), Some(&sel));
     assert_eq!(crate::sqlite::reprepares(&conn, &list), 0);
 }
+
+// ---------------------------------------------------------------------------------- batches
+
+#[test]
+fn a_batch_commits_its_writes_together_and_each_fails_alone() {
+    let (dir, store) = temp_store();
+    let mut watch = store.subscribe();
+    watch.mark_unchanged();
+    let ((), committed) = store.batch(|| {
+        store.create(SVC, obj("default", "a", json!({}))).unwrap();
+        let stale = store.create(SVC, obj("default", "b", json!({}))).unwrap();
+        let mut changed = stale.clone();
+        changed["spec"]["image"] = json!("hello:2");
+        store.update(SVC, changed).unwrap();
+        // A stale resourceVersion: this write alone is refused and leaves nothing.
+        let mut stale = stale;
+        stale["spec"]["image"] = json!("hello:3");
+        let err = store.update(SVC, stale).unwrap_err();
+        assert!(err.is_conflict(), "{err}");
+        // Nothing is published before the commit.
+        assert!(!watch.has_changed().unwrap());
+        // The batch reads its own writes.
+        assert!(store.get(SVC, "default", "a").unwrap().is_some());
+    });
+    committed.unwrap();
+    assert!(watch.has_changed().unwrap());
+    assert_eq!(store.current_revision(), 3);
+    let types: Vec<_> = store
+        .events_since(0, None, None, 10)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.resource_version, e.event_type))
+        .collect();
+    assert_eq!(
+        types,
+        [
+            (1, EventType::Added),
+            (2, EventType::Added),
+            (3, EventType::Modified)
+        ]
+    );
+    // And it is on disk.
+    drop(store);
+    let store = Store::open(&dir.path().join("wisp.db")).unwrap();
+    assert_eq!(store.current_revision(), 3);
+}
+
+#[test]
+fn no_one_sees_a_batch_before_it_commits() {
+    let (_dir, store) = temp_store();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let ((), committed) = store.batch(|| {
+        store.create(SVC, obj("default", "a", json!({}))).unwrap();
+        let reader = store.clone();
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            let seen = reader.get(SVC, "default", "a").unwrap().is_some();
+            tx.send(seen).unwrap();
+        });
+        // The reader waits for the connection until the batch is over.
+        assert!(
+            rx.recv_timeout(std::time::Duration::from_millis(100))
+                .is_err()
+        );
+    });
+    committed.unwrap();
+    let seen = rx.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+    assert!(seen, "the reader saw the committed batch");
+}
+
+#[test]
+fn a_batch_that_panics_leaves_nothing_and_the_store_works_on() {
+    let (_dir, store) = temp_store();
+    store
+        .create(SVC, obj("default", "before", json!({})))
+        .unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.batch(|| {
+            store
+                .create(SVC, obj("default", "lost", json!({})))
+                .unwrap();
+            panic!("reconcile bug");
+        })
+    }));
+    assert!(panicked.is_err());
+    assert!(store.get(SVC, "default", "lost").unwrap().is_none());
+    assert_eq!(store.current_revision(), 1);
+    // A nested batch joins the outer one; writes outside batches work as before.
+    let ((), committed) = store.batch(|| {
+        let ((), inner) = store.batch(|| {
+            store
+                .create(SVC, obj("default", "nested", json!({})))
+                .unwrap();
+        });
+        inner.unwrap();
+    });
+    committed.unwrap();
+    store
+        .create(SVC, obj("default", "after", json!({})))
+        .unwrap();
+    assert_eq!(store.current_revision(), 3);
+}
