@@ -65,7 +65,7 @@ pub struct ServeArgs {
 const ADMIN_USER: &str = "wisp-admin";
 
 /// Threads for blocking work (store calls, reconciles); see `run`.
-const BLOCKING_THREADS: usize = 4;
+const BLOCKING_THREADS: usize = 2;
 
 /// How long in-flight API requests (and open watches) get to finish after a signal.
 const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
@@ -84,10 +84,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // Blocking work is short SQLite calls (one writer connection, so more threads only
-        // queue on its lock). Every thread that allocates grows a glibc malloc arena that
-        // is never given back: with 100 services, 16 blocking threads left 42 MiB of idle
-        // RSS and 4 left 33 MiB at the same reconcile latency (bench/reconcile_delay).
+        // Blocking work is the API's short SQLite calls and file I/O (one store connection,
+        // so more threads only queue on its lock; reconciles have their own thread, see
+        // wisp_controller::executor). Every thread that allocates grows a glibc malloc
+        // arena that is never given back: with 100 services, 16 blocking threads left
+        // 42 MiB of idle RSS and 4 left 33 MiB at the same reconcile latency
+        // (bench/reconcile_delay).
         .max_blocking_threads(BLOCKING_THREADS)
         .build()
         .context("starting the tokio runtime")?;
