@@ -40,6 +40,17 @@ fn line(event_type: &str, object: &Value) -> bytes::Bytes {
     s.into()
 }
 
+/// [`line`] for an object still in its stored JSON text: no parse, no re-serialization.
+fn raw_line(event_type: &str, object: &str) -> bytes::Bytes {
+    let mut s = String::with_capacity(object.len() + 32);
+    s.push_str("{\"type\":\"");
+    s.push_str(event_type);
+    s.push_str("\",\"object\":");
+    s.push_str(object);
+    s.push_str("}\n");
+    s.into()
+}
+
 fn matches(selector: &Option<LabelSelector>, object: &Value) -> bool {
     selector
         .as_ref()
@@ -118,18 +129,31 @@ async fn next_chunk(
             return None;
         }
         let (store, r, n, from) = (s.st.store.clone(), s.resource.clone(), s.ns.clone(), s.last);
-        let batch = tokio::task::spawn_blocking(move || {
-            store.events_since(from, Some(&r), n.as_deref(), BATCH)
+        let selector = s.selector.clone();
+        // Without a selector the stored text goes out as it is: a watch's events are
+        // otherwise parsed and serialized again for every watcher.
+        let batch = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
+            let events = store.events_since_raw(from, Some(&r), n.as_deref(), BATCH)?;
+            let mut out = Vec::with_capacity(events.len());
+            for ev in events {
+                let line = match &selector {
+                    None => Some(raw_line(ev.event_type.as_str(), &ev.object)),
+                    Some(_) => {
+                        let object: Value = serde_json::from_str(&ev.object)
+                            .map_err(|e| StoreError::Corrupt(format!("stored object: {e}")))?;
+                        matches(&selector, &object).then(|| line(ev.event_type.as_str(), &object))
+                    }
+                };
+                out.push((ev.resource_version, line));
+            }
+            Ok(out)
         })
         .await;
         match batch {
             Ok(Ok(events)) if !events.is_empty() => {
-                for ev in events {
-                    s.last = ev.resource_version;
-                    if matches(&s.selector, &ev.object) {
-                        s.pending
-                            .push_back(line(ev.event_type.as_str(), &ev.object));
-                    }
+                for (rv, line) in events {
+                    s.last = rv;
+                    s.pending.extend(line);
                 }
                 // A filtered-out batch may have advanced `last` past the store's revision
                 // only up to what was committed; mark it seen so we do not spin.
@@ -162,6 +186,25 @@ async fn next_chunk(
             }
             _ = tokio::time::sleep_until(until) => return None,
             _ = s.stopping.wait_for(|stop| *stop) => return None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_lines_are_the_parsed_lines() {
+        let object = json!({"metadata": {"name": "a \"quoted\" name", "labels": {"k": "v"}},
+                            "spec": {"n": [1, 2.5, null, true]}});
+        for ty in ["ADDED", "MODIFIED", "DELETED"] {
+            let raw = raw_line(ty, &object.to_string());
+            let parsed = line(ty, &object);
+            assert!(raw.ends_with(b"\n"));
+            let a: Value = serde_json::from_slice(&raw).unwrap();
+            let b: Value = serde_json::from_slice(&parsed).unwrap();
+            assert_eq!(a, b);
         }
     }
 }

@@ -53,3 +53,14 @@ pub struct WatchEvent {
     pub event_type: EventType,
     pub object: Value,
 }
+
+/// A [`WatchEvent`] whose object is still the stored JSON text: for callers that pass it
+/// on as JSON (the API's watch streams) and need not parse it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RawEvent {
+    pub resource_version: u64,
+    pub resource: String,
+    pub event_type: EventType,
+    /// The object as stored: one JSON object, compact.
+    pub object: String,
+}

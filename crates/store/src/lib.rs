@@ -22,7 +22,7 @@ mod sqlite;
 mod store;
 
 pub use error::{CONFLICT_MODIFIED, StoreError};
-pub use event::{EventType, WatchEvent};
+pub use event::{EventType, RawEvent, WatchEvent};
 pub use selector::LabelSelector;
 pub use store::{DEFAULT_EVENT_HISTORY, Durability, Options, Store};
 

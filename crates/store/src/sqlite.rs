@@ -33,7 +33,7 @@ use serde_json::Value;
 
 use crate::object;
 use crate::selector::{LabelSelector, Operator, Requirement};
-use crate::{EventType, StoreError};
+use crate::{EventType, RawEvent, StoreError};
 
 const SCHEMA_VERSION: i64 = 2;
 
@@ -524,13 +524,6 @@ pub(crate) fn list_sql(
 }
 
 /// One row of the event log, the object still as JSON text.
-pub(crate) struct RawEvent {
-    pub(crate) resource_version: u64,
-    pub(crate) resource: String,
-    pub(crate) event_type: EventType,
-    pub(crate) object: String,
-}
-
 pub(crate) fn events_since(
     conn: &Connection,
     from: u64,

@@ -13,7 +13,7 @@ use tokio::sync::watch;
 
 use crate::object::{self, meta_str};
 use crate::sqlite::{self, WriteTx};
-use crate::{CONFLICT_MODIFIED, EventType, LabelSelector, StoreError, WatchEvent};
+use crate::{CONFLICT_MODIFIED, EventType, LabelSelector, RawEvent, StoreError, WatchEvent};
 
 /// How many watch events are kept by default: enough for watchers that fall a few minutes
 /// behind on a busy single-node install, small enough that the table stays a few MB.
@@ -613,16 +613,7 @@ impl Store {
         limit: usize,
     ) -> Result<Vec<WatchEvent>, StoreError> {
         // Parsed with the connection released: other readers and writers need not wait.
-        let raw = self.with_conn(|conn| {
-            let compacted = sqlite::compacted(conn)?;
-            if from < compacted {
-                return Err(StoreError::Gone {
-                    requested: from,
-                    oldest: compacted,
-                });
-            }
-            sqlite::events_since(conn, from, resource, namespace, limit)
-        })?;
+        let raw = self.events_since_raw(from, resource, namespace, limit)?;
         raw.into_iter()
             .map(|e| {
                 Ok(WatchEvent {
@@ -633,6 +624,26 @@ impl Store {
                 })
             })
             .collect()
+    }
+
+    /// [`events_since`](Self::events_since) without parsing the objects.
+    pub fn events_since_raw(
+        &self,
+        from: u64,
+        resource: Option<&str>,
+        namespace: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<RawEvent>, StoreError> {
+        self.with_conn(|conn| {
+            let compacted = sqlite::compacted(conn)?;
+            if from < compacted {
+                return Err(StoreError::Gone {
+                    requested: from,
+                    oldest: compacted,
+                });
+            }
+            sqlite::events_since(conn, from, resource, namespace, limit)
+        })
     }
 
     /// Forces the WAL into the main database file and truncates it. Not needed for durability
