@@ -1,5 +1,6 @@
-//! One handler per verb. Store calls are synchronous SQLite work, so each runs on the
-//! blocking pool and never on the async workers.
+//! One handler per verb. Store calls are synchronous SQLite work, so none runs on the async
+//! workers: reads go to the blocking pool, writes to the API's [`Batcher`] thread, where
+//! writes that arrive together commit together (one fsync for all of them).
 
 use std::collections::HashMap;
 
@@ -46,6 +47,18 @@ async fn blocking<T: Send + 'static>(
     tokio::task::spawn_blocking(f)
         .await
         .map_err(|e| ApiError::internal(format!("store task failed: {e}")))?
+}
+
+/// Runs a unit of writes on the API's batching thread; answered once it is committed.
+async fn write<T: Send + 'static>(
+    st: ApiState,
+    f: impl FnOnce(&ApiState) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let writer = st.writer.clone();
+    writer
+        .run(move || f(&st))
+        .await
+        .map_err(|e| ApiError::internal(e.to_string()))?
 }
 
 fn ok(code: StatusCode, object: Value, warnings: &[String]) -> Response {
@@ -224,23 +237,32 @@ pub async fn create(
         }
         obj.as_object_mut().expect("object").remove("status");
     }
-    blocking(move || {
-        let generate = obj["metadata"]["name"].as_str().unwrap_or("").is_empty()
-            && !obj["metadata"]["generateName"]
+    let generate = obj["metadata"]["name"].as_str().unwrap_or("").is_empty()
+        && !obj["metadata"]["generateName"]
+            .as_str()
+            .unwrap_or("")
+            .is_empty();
+    let admit = move |st: &ApiState| {
+        let mut candidate = obj.clone();
+        if generate {
+            let prefix = candidate["metadata"]["generateName"]
                 .as_str()
                 .unwrap_or("")
-                .is_empty();
+                .to_string();
+            candidate["metadata"]["name"] = format!("{prefix}{}", random_suffix()).into();
+        }
+        admission::admit(kind, candidate, None, &st.config, &st.user)
+    };
+    // Admitted before it joins a batch (which holds the store): defaulting and validation
+    // need nothing stored. Only a generated name that is taken admits again, in the batch.
+    let mut first = Some(admit(&st)?);
+    write(st, move |st| {
         let res = resource(kind);
         for _ in 0..CAS_RETRIES {
-            let mut candidate = obj.clone();
-            if generate {
-                let prefix = candidate["metadata"]["generateName"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_string();
-                candidate["metadata"]["name"] = format!("{prefix}{}", random_suffix()).into();
-            }
-            let admitted = admission::admit(kind, candidate, None, &st.config, &st.user)?;
+            let admitted = match first.take() {
+                Some(a) => a,
+                None => admit(st)?,
+            };
             match st.store.create(&res, admitted.object) {
                 Ok(created) => return Ok(ok(StatusCode::CREATED, created, &admitted.warnings)),
                 Err(StoreError::AlreadyExists { .. }) if generate => continue,
@@ -277,7 +299,10 @@ pub async fn replace(
     let bytes = body::read(body).await?;
     let mut obj = body::parse_object(&headers, &bytes)?;
     normalize(kind, &mut obj, &ns, Some(&name))?;
-    blocking(move || update_with(&st, kind, &ns, &name, |_old| Ok(obj.clone()))).await
+    write(st, move |st| {
+        update_with(st, kind, &ns, &name, |_old| Ok(obj.clone()))
+    })
+    .await
 }
 
 pub async fn patch(
@@ -288,8 +313,8 @@ pub async fn patch(
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
     let patch = patch_body(&headers, body).await?;
-    blocking(move || {
-        update_with(&st, kind, &ns, &name, |old| {
+    write(st, move |st| {
+        update_with(st, kind, &ns, &name, |old| {
             let mut merged = old.clone();
             merge_patch(&mut merged, &patch);
             normalize(kind, &mut merged, &ns, Some(&name))?;
@@ -387,7 +412,10 @@ pub async fn replace_status(
     normalize(kind, &mut obj, &ns, Some(&name))?;
     admission::decode::<wisp_api::serving::Object<Value, Value>>(kind, &obj)?;
     let res = resource(kind);
-    blocking(move || Ok(ok(StatusCode::OK, st.store.update_status(&res, obj)?, &[]))).await
+    write(st, move |st| {
+        Ok(ok(StatusCode::OK, st.store.update_status(&res, obj)?, &[]))
+    })
+    .await
 }
 
 pub async fn patch_status(
@@ -399,7 +427,7 @@ pub async fn patch_status(
     let kind = resolve(&g, &v, &plural)?;
     let patch = patch_body(&headers, body).await?;
     let res = resource(kind);
-    blocking(move || {
+    write(st, move |st| {
         for _ in 0..CAS_RETRIES {
             let old = st
                 .store
@@ -431,7 +459,7 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
     let res = resource(kind);
-    blocking(move || {
+    write(st, move |st| {
         Ok(ok(
             StatusCode::OK,
             st.store.delete(&res, &ns, &name, None)?,

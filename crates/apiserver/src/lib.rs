@@ -24,7 +24,7 @@ use axum::{
     routing::get,
 };
 use wisp_api::config::Config;
-use wisp_store::Store;
+use wisp_store::{Batcher, Store};
 
 use crate::error::ApiError;
 
@@ -32,6 +32,9 @@ use crate::error::ApiError;
 #[derive(Clone)]
 pub struct ApiState {
     pub store: Store,
+    /// Runs every write (on `store`, with its durability): writes that arrive together
+    /// share a commit and its fsync. See [`Batcher`].
+    pub writer: Batcher,
     pub config: Arc<Config>,
     /// The bearer token clients must present; `None` disables auth (loopback only — the
     /// caller enforces that).

@@ -14,6 +14,7 @@
 //! Start reading at [`Store`] (in `store.rs`: the semantics), then `sqlite.rs` (schema,
 //! durability, compaction). Label selectors live in [`selector`].
 
+pub mod batcher;
 mod error;
 mod event;
 mod object;
@@ -21,6 +22,7 @@ pub mod selector;
 mod sqlite;
 mod store;
 
+pub use batcher::{BatchError, Batcher};
 pub use error::{CONFLICT_MODIFIED, StoreError};
 pub use event::{EventType, RawEvent, WatchEvent};
 pub use selector::LabelSelector;

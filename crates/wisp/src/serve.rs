@@ -213,6 +213,8 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
     let state = ApiState {
+        writer: wisp_store::Batcher::start(store.clone(), "wisp-api-write")
+            .context("starting the API's store writer")?,
         store: store.clone(),
         config,
         token: Some(token.clone().into()),
