@@ -75,6 +75,18 @@ fn exec_probe(cmd: &[&str]) -> Probe {
     }
 }
 
+/// A script that sets a signal `trap` and then runs `body`, and a readiness probe that
+/// passes only once the trap is in place: on a busy machine a SIGTERM sent as soon as the
+/// replica is ready could otherwise beat the shell to its `trap` line.
+fn trapping(dir: &Sandbox, trap: &str, body: &str) -> (String, Probe) {
+    let mark = dir.path().join("trapped-$PORT").display().to_string();
+    let script = format!("{trap}\ntouch \"{mark}\"\n{body}");
+    (
+        script,
+        exec_probe(&["sh", "-c", &format!("test -e \"{mark}\"")]),
+    )
+}
+
 fn spec(name: &str, script: &str, readiness: Probe) -> ReplicaSpec {
     ReplicaSpec {
         key: RevisionKey::new("default", name),
@@ -298,12 +310,12 @@ async fn exits_by_signal_and_with_code_zero_are_crashes() {
 async fn scale_down_stops_the_highest_index_with_sigterm_first() {
     let (p, dir) = platform(fast());
     let state = dir.path().join("state");
-    let s = spec(
-        "graceful-00001",
-        r#"trap 'echo "got TERM in $K_REVISION"; exit 0' TERM
-           while true; do sleep 0.05; done"#,
-        exec_probe(&["true"]),
+    let (script, ready) = trapping(
+        &dir,
+        r#"trap 'echo "got TERM in $K_REVISION"; exit 0' TERM"#,
+        "while true; do sleep 0.05; done",
     );
+    let s = spec("graceful-00001", &script, ready);
     p.scale(&s, 2);
     wait_for(&p, &s.key, "2 ready replicas", all_ready(2)).await;
     let pids = recorded_pids(&state);
@@ -357,11 +369,8 @@ async fn scale_down_stops_the_highest_index_with_sigterm_first() {
 async fn a_process_ignoring_sigterm_is_killed_after_the_grace_period() {
     let (p, dir) = platform(fast());
     let state = dir.path().join("state");
-    let mut s = spec(
-        "stubborn-00001",
-        "trap '' TERM; while true; do sleep 0.05; done",
-        exec_probe(&["true"]),
-    );
+    let (script, ready) = trapping(&dir, "trap '' TERM", "while true; do sleep 0.05; done");
+    let mut s = spec("stubborn-00001", &script, ready);
     s.grace_period = Duration::from_millis(500);
     p.scale(&s, 1);
     wait_for(&p, &s.key, "ready", all_ready(1)).await;
@@ -539,7 +548,15 @@ async fn a_recreated_revision_replaces_the_old_replicas() {
     };
     p.scale(&recreated, 1);
     let phases: Vec<ReplicaPhase> = p.replicas(&s.key).iter().map(|r| r.phase).collect();
-    assert_eq!(phases, [ReplicaPhase::Terminating, ReplicaPhase::Starting]);
+    // The old replica shows as Terminating until it has exited, which one that SIGTERM
+    // kills at once may already have done by now.
+    assert!(
+        matches!(
+            phases[..],
+            [ReplicaPhase::Terminating, ReplicaPhase::Starting] | [ReplicaPhase::Starting]
+        ),
+        "{phases:?}"
+    );
     let new = wait_for(&p, &s.key, "only the new replica", |r| {
         (r.len() == 1 && r[0].phase == ReplicaPhase::Ready).then(|| r[0].clone())
     })
