@@ -484,6 +484,8 @@ async fn switching_to_proxy_waits_for_slots_taken_in_serve_mode() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn proxy_mode_serves_waiters_in_arrival_order() {
     // CC 1: requests arriving (10 ms apart) while the first runs get the slot oldest first.
+    // The first runs long enough that none of the others is served before all have
+    // arrived, however slowly a busy machine sends them (each waits to be seen waiting).
     let a = app("a").await;
     let f = front_in(cfg(1, Duration::from_secs(20)), 100, true).await;
     f.backend.set_replicas(&[replica("a", a.addr)]);
@@ -491,8 +493,9 @@ async fn proxy_mode_serves_waiters_in_arrival_order() {
     let mut reqs = Vec::new();
     for i in 0..8 {
         let (addr, order) = (f.addr, order.clone());
+        let path = if i == 0 { "/?sleep=1500" } else { "/?sleep=50" };
         reqs.push(tokio::spawn(async move {
-            let r = get(addr, "/?sleep=150").await;
+            let r = get(addr, path).await;
             order.lock().unwrap().push(i);
             r
         }));
