@@ -529,7 +529,7 @@ pub(crate) fn list_sql(
     ListQuery::new(resource, namespace, selector).sql
 }
 
-/// One row of the event log, the object still as JSON text.
+/// The event log's rows after resourceVersion `from`, in order, objects still as JSON text.
 pub(crate) fn events_since(
     conn: &Connection,
     from: u64,

@@ -64,7 +64,7 @@ pub struct ServeArgs {
 /// The user recorded as `serving.knative.dev/creator` for writes made with the token.
 const ADMIN_USER: &str = "wisp-admin";
 
-/// Threads for blocking work (store calls, reconciles); see `run`.
+/// Threads for blocking work (the API's store reads, watches, logs); see `run`.
 const BLOCKING_THREADS: usize = 2;
 
 /// How long in-flight API requests (and open watches) get to finish after a signal.
@@ -84,9 +84,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
-        // Blocking work is the API's short SQLite calls and file I/O (one store connection,
-        // so more threads only queue on its lock; reconciles have their own thread, see
-        // wisp_controller::executor). Every thread that allocates grows a glibc malloc
+        // Blocking work is the API's short SQLite reads and file I/O (one store connection,
+        // so more threads only queue on its lock; reconciles and API writes have their own
+        // batching threads, see wisp_store::batcher). Every thread that allocates grows a glibc malloc
         // arena that is never given back: with 100 services, 16 blocking threads left
         // 42 MiB of idle RSS and 4 left 33 MiB at the same reconcile latency
         // (bench/reconcile_delay).
