@@ -7,6 +7,9 @@
 //! - [`procfs`]: memory figures (`/proc/<pid>/status`, `smaps_rollup`) and child processes.
 //! - [`stats`]: percentiles and Markdown output.
 //! - [`rate`]: an open-loop fixed-rate HTTP load generator, and timed single requests.
+//! - [`load`]: `wrk` runs, CPU time from `/proc`, the app started directly.
+//! - [`reference`]: other reverse proxies (nginx; hyper with nothing else) in front of
+//!   the same app, as yardsticks.
 //!
 //! Every wait in here is bounded by a timeout: a benchmark must end by itself.
 
@@ -14,6 +17,7 @@ pub mod api;
 pub mod load;
 pub mod procfs;
 pub mod rate;
+pub mod reference;
 pub mod server;
 pub mod stats;
 

@@ -24,11 +24,16 @@ pub const WRK_GRACE: Duration = Duration::from_secs(30);
 
 /// `wrk` on the PATH (like `which wrk`); the error says how to install it.
 pub fn find_wrk() -> anyhow::Result<PathBuf> {
+    find_on_path("wrk")
+        .ok_or_else(|| anyhow::anyhow!("wrk not found on PATH; install it with: {WRK_INSTALL}"))
+}
+
+/// The program `name` on the PATH, like `which name`.
+pub fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
-        .map(|dir| dir.join("wrk"))
+        .map(|dir| dir.join(name))
         .find(|p| p.is_file())
-        .ok_or_else(|| anyhow::anyhow!("wrk not found on PATH; install it with: {WRK_INSTALL}"))
 }
 
 /// One `wrk` run.
@@ -405,22 +410,27 @@ impl DirectApp {
     }
 
     fn stop_inner(&mut self, timeout: Duration) -> anyhow::Result<()> {
-        let Some(mut child) = self.child.take() else {
-            return Ok(());
-        };
-        let _ = nix::sys::signal::kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
-        let deadline = Instant::now() + timeout;
-        loop {
-            if child.try_wait()?.is_some() {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                child.kill()?;
-                child.wait()?;
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        match self.child.take() {
+            Some(mut child) => terminate(&mut child, timeout),
+            None => Ok(()),
         }
+    }
+}
+
+/// SIGTERM to `child`, SIGKILL after `timeout`; waits for the exit either way.
+pub fn terminate(child: &mut Child, timeout: Duration) -> anyhow::Result<()> {
+    let _ = nix::sys::signal::kill(Pid::from_raw(child.id() as i32), Signal::SIGTERM);
+    let deadline = Instant::now() + timeout;
+    loop {
+        if child.try_wait()?.is_some() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            child.kill()?;
+            child.wait()?;
+            return Ok(());
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
 }
 

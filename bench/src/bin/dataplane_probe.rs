@@ -5,7 +5,12 @@
 //! 2. **queue**: the same app as a Service (`min-scale: "1"`, containerConcurrency 0)
 //!    through wisp's ingress and replica queue;
 //! 3. **activator**: a Service with `min-scale: "1"` and `target-burst-capacity: "-1"`
-//!    (Knative's "activator always in the path").
+//!    (Knative's "activator always in the path");
+//! 4. **references** ([`wisp_bench::reference`]): the direct app behind nginx (when it is
+//!    installed; one worker per CPU) and behind `bare_proxy` (hyper's HTTP/1 server and
+//!    client and nothing else), so that wisp's figures can be read against a mature C
+//!    proxy's and against the floor of wisp's own stack, on the same machine in the same
+//!    run.
 //!
 //! Each target gets a throughput run (`wrk -t2 -c50`) and a latency run (`wrk -t1 -c1`),
 //! the whole matrix `--reps` times. Around each run the CPU time (utime + stime) of
@@ -15,7 +20,8 @@
 //! `min-scale: "1"` and one at `min-scale: "N"`, give the memory of wisp per idle ready
 //! replica.
 //!
-//! `wrk` must be installed (`apt-get update && apt-get install -y wrk`).
+//! `wrk` must be installed (`apt-get update && apt-get install -y wrk`); nginx is optional
+//! (`apt-get install -y nginx-light`).
 
 use std::{
     net::SocketAddr,
@@ -30,6 +36,7 @@ use wisp_bench::{
     api::SERVING,
     load::{self, CpuMeter, DirectApp, WrkResult, WrkRun},
     procfs::{self, Memory, Mib},
+    reference::ReferenceProxy,
     server::{self, Server, StopReport},
     stats::Table,
 };
@@ -91,6 +98,15 @@ struct Args {
     /// Print the results only; do not write `--out`.
     #[arg(long)]
     no_write: bool,
+    /// nginx for the reference proxy (default: `nginx` on the PATH; skipped if absent).
+    #[arg(long)]
+    nginx: Option<PathBuf>,
+    /// Leave the nginx reference out.
+    #[arg(long, conflicts_with = "nginx")]
+    no_nginx: bool,
+    /// Leave the bare hyper proxy reference out.
+    #[arg(long)]
+    no_bare: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,23 +114,25 @@ enum Target {
     Direct,
     Queue,
     Activator,
+    Nginx,
+    Bare,
 }
 
 impl Target {
-    const ALL: [Target; 3] = [Target::Direct, Target::Queue, Target::Activator];
-
     fn label(self) -> &'static str {
         match self {
             Target::Direct => "direct (hello)",
             Target::Queue => "wisp ingress + queue",
             Target::Activator => "wisp activator (TBC -1)",
+            Target::Nginx => "nginx (reference)",
+            Target::Bare => "bare hyper proxy (reference)",
         }
     }
 
-    /// The Service's name (none for direct).
+    /// The Service's name (none for direct and the references).
     fn service(self) -> Option<&'static str> {
         match self {
-            Target::Direct => None,
+            Target::Direct | Target::Nginx | Target::Bare => None,
             Target::Queue => Some("probe-queue"),
             Target::Activator => Some("probe-activator"),
         }
@@ -135,8 +153,9 @@ struct Run {
     load: Load,
     wrk: WrkResult,
     command: String,
-    /// CPU seconds of `wisp serve` during the run.
-    wisp_cpu: Option<f64>,
+    /// CPU seconds of the proxy during the run: `wisp serve`, or the reference's
+    /// processes (none for direct).
+    proxy_cpu: Option<f64>,
     /// CPU seconds of the app process (the replica, or the direct hello).
     app_cpu: Option<f64>,
     /// CPU seconds of wrk itself.
@@ -383,6 +402,34 @@ fn main() -> anyhow::Result<()> {
     let direct = DirectApp::start(&app_path, Duration::from_secs(10))?;
     eprintln!("direct hello pid {} on {}", direct.pid(), direct.addr);
 
+    // (4) The references in front of the same app.
+    let mut references: Vec<(Target, ReferenceProxy)> = Vec::new();
+    let nginx_path = match (&args.nginx, args.no_nginx) {
+        (_, true) => None,
+        (Some(p), false) => Some(p.clone()),
+        (None, false) => load::find_on_path("nginx"),
+    };
+    match &nginx_path {
+        Some(p) => {
+            let workers = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let n = ReferenceProxy::nginx(p, direct.addr, workers, Duration::from_secs(10))?;
+            eprintln!("nginx pid {} on {} ({workers} workers)", n.pid(), n.addr);
+            references.push((Target::Nginx, n));
+        }
+        None if !args.no_nginx => {
+            eprintln!("nginx: not found on the PATH, that reference is left out");
+        }
+        None => {}
+    }
+    if !args.no_bare {
+        let bare = wisp_bench::sibling_binary("bare_proxy")?;
+        let b = ReferenceProxy::bare(&bare, direct.addr, Duration::from_secs(10))?;
+        eprintln!("bare_proxy pid {} on {}", b.pid(), b.addr);
+        references.push((Target::Bare, b));
+    }
+    let mut targets = vec![Target::Direct, Target::Queue, Target::Activator];
+    targets.extend(references.iter().map(|(t, _)| *t));
+
     // (2), (3): wisp.
     let cfg_dir = tempfile::tempdir()?;
     let mut opts = server::Options::new(wisp.clone());
@@ -436,8 +483,10 @@ fn main() -> anyhow::Result<()> {
     std::thread::sleep(idle_for);
     let idle_cpu = idle_meter.stop().seconds[0].map(|s| s / idle_for.as_secs_f64());
 
-    let url_of = |t: Target| match t {
-        Target::Direct => format!("http://{}/", direct.addr),
+    let reference = |t: Target| references.iter().find(|(r, _)| *r == t).map(|(_, p)| p);
+    let url_of = |t: Target| match (t, reference(t)) {
+        (Target::Direct, _) => format!("http://{}/", direct.addr),
+        (_, Some(p)) => format!("http://{}/", p.addr),
         _ => format!("http://{ingress}/"),
     };
     let host_of = |t: Target| t.service().map(|s| format!("{s}.{DOMAIN}"));
@@ -445,11 +494,20 @@ fn main() -> anyhow::Result<()> {
         None => Some(direct.pid()),
         Some(svc) => replicas_of(&server, svc).first().map(|p| p.pid),
     };
+    // The references' processes, each with its place in the CPU meter's list (after wisp
+    // and the app).
+    let mut reference_pids: Vec<u32> = Vec::new();
+    let mut reference_slots: Vec<(Target, std::ops::Range<usize>)> = Vec::new();
+    for (t, p) in &references {
+        let start = 2 + reference_pids.len();
+        reference_pids.extend(p.pids());
+        reference_slots.push((*t, start..2 + reference_pids.len()));
+    }
 
     let mut runs: Vec<Run> = Vec::new();
     let mut colds: Vec<ColdStart> = Vec::new();
     for rep in 1..=args.reps {
-        for target in Target::ALL {
+        for &target in &targets {
             if args.warmup > 0 {
                 WrkRun {
                     threads: args.threads,
@@ -475,7 +533,12 @@ fn main() -> anyhow::Result<()> {
                 let app_pid = app_pid_of(target).context("no replica to measure")?;
                 eprintln!("rep {rep}: {}: {}", target.label(), run.command_line());
                 let busy_before = load::wait_quiet(QUIET, QUIET_WAIT);
-                let meter = CpuMeter::start(&[server.pid(), app_pid]);
+                // wisp and the app, then the references' processes: every process of
+                // the setup is measured in every run, so "others" means the same thing in
+                // each.
+                let mut pids = vec![server.pid(), app_pid];
+                pids.extend(&reference_pids);
+                let meter = CpuMeter::start(&pids);
                 let started = Instant::now();
                 let wrk_result = run.run(&wrk)?;
                 let cpu = meter.stop();
@@ -495,7 +558,14 @@ fn main() -> anyhow::Result<()> {
                     load,
                     wrk: wrk_result,
                     command: run.command_line(),
-                    wisp_cpu: cpu.seconds[0],
+                    proxy_cpu: match target {
+                        Target::Direct => None,
+                        Target::Queue | Target::Activator => cpu.seconds[0],
+                        Target::Nginx | Target::Bare => reference_slots
+                            .iter()
+                            .find(|(t, _)| *t == target)
+                            .and_then(|(_, r)| cpu.seconds[r.clone()].iter().copied().sum()),
+                    },
                     app_cpu: cpu.seconds[1],
                     wrk_cpu: cpu.children,
                     machine_busy: cpu.machine_busy,
@@ -518,6 +588,9 @@ fn main() -> anyhow::Result<()> {
     let wisp_mem_loaded = Memory::read(server.pid())?;
     eprintln!("stopping wisp (SIGTERM)");
     let stop = server.stop()?;
+    for (_, p) in references {
+        p.stop(Duration::from_secs(5))?;
+    }
     direct.stop(Duration::from_secs(5))?;
 
     // Memory per idle replica: two fresh servers, no load.
@@ -545,7 +618,7 @@ fn main() -> anyhow::Result<()> {
         "added p50",
         "p99",
         "errors",
-        "wisp CPU/req",
+        "proxy CPU/req",
         "app CPU/req",
         "wrk CPU/req",
         "machine CPU/req",
@@ -575,7 +648,7 @@ fn main() -> anyhow::Result<()> {
             if r.target == Target::Direct {
                 "–".into()
             } else {
-                opt(r.us_per_request(r.wisp_cpu), 1, " µs")
+                opt(r.us_per_request(r.proxy_cpu), 1, " µs")
             },
             opt(r.us_per_request(r.app_cpu), 1, " µs"),
             opt(r.us_per_request(r.wrk_cpu), 1, " µs"),
@@ -596,8 +669,10 @@ fn main() -> anyhow::Result<()> {
     header.extend(["target".to_string(), "Knative queue-proxy".to_string()]);
     let mut summary = Table::new(header);
     let mut missed = Vec::new();
-    for t in [Target::Queue, Target::Activator] {
+    for &t in targets.iter().filter(|&&t| t != Target::Direct) {
         let name = t.label();
+        // The references' rows are information: the targets are wisp's.
+        let reference = matches!(t, Target::Nginx | Target::Bare);
         // A row per figure; `check` = (is it met, target text, Knative's figure), or
         // `None` for information only.
         type Check<'a> = Option<(&'a dyn Fn(f64) -> bool, String, &'a str)>;
@@ -608,7 +683,7 @@ fn main() -> anyhow::Result<()> {
             let vals: Vec<Option<f64>> = reps.iter().map(|&r| value(r)).collect();
             let mut cells = vec![label.clone()];
             cells.extend(vals.iter().map(|v| v.map_or("–".into(), fmt)));
-            match check {
+            match check.filter(|_| !reference) {
                 Some((ok, target, knative)) => {
                     let all_ok = vals.iter().all(|v| v.is_some_and(ok));
                     if !all_ok {
@@ -660,7 +735,7 @@ fn main() -> anyhow::Result<()> {
         for l in [Load::Throughput, Load::Latency] {
             let cpu = |r: usize| {
                 let run = find(r, t, l)?;
-                run.us_per_request(run.wisp_cpu)
+                run.us_per_request(run.proxy_cpu)
             };
             let (what, check): (String, Check) = match l {
                 Load::Throughput => (
@@ -676,7 +751,10 @@ fn main() -> anyhow::Result<()> {
                 Load::Latency => ("1 conn".to_string(), None),
             };
             row(
-                format!("{name}: wisp CPU per request, {what}"),
+                format!(
+                    "{name}: {}CPU per request, {what}",
+                    if reference { "" } else { "wisp " }
+                ),
                 &cpu,
                 &|v| format!("{v:.1} µs"),
                 check,
@@ -743,7 +821,11 @@ fn main() -> anyhow::Result<()> {
     out += &summary.render();
     out += &format!(
         "\nKnative's column: its Go queue-proxy on the same kind of probe (issue figures). \
-         Targets missed: {}.\n\n",
+         The references, in the same run in front of the same direct app: nginx (when \
+         installed; one worker per CPU, keep-alive to the app), what a mature C proxy gets \
+         on this machine; `bare_proxy`, hyper's HTTP/1 server and pooled client with \
+         nothing else (no routing, queue, stats, timeouts or header rewriting), the floor \
+         of wisp's own stack. Targets missed: {}.\n\n",
         if missed.is_empty() {
             "none".to_string()
         } else {
@@ -752,12 +834,12 @@ fn main() -> anyhow::Result<()> {
     );
     out += "## Every run\n\n";
     out += &detail.render();
-    out += "\n\"wisp CPU/req\": utime + stime of the `wisp serve` process (all threads) over \
-            the run ÷ requests wrk completed; \"app CPU/req\" the same for the `hello` process \
+    out += "\n\"proxy CPU/req\": utime + stime of the `wisp serve` process (all threads), or of \
+            the reference's processes, over the run ÷ requests wrk completed; \"app CPU/req\" the same for the `hello` process \
             that served them (the replica, or the direct one); \"wrk CPU/req\" the same for \
             wrk (this process's reaped children); \"machine CPU/req\" all busy CPU time of the \
             machine ÷ requests: with the CPUs saturated, req/s ≈ CPUs ÷ this. \"machine busy\": all CPUs, from \
-            `/proc/stat`; \"others\": the share of all CPUs used by anything but wisp, the \
+            `/proc/stat`; \"others\": the share of all CPUs used by anything but wisp, the references, the \
             app and wrk during the run (other work on the machine: the runs are only \
             comparable when this is near 0), and in brackets the machine busy share in the \
             second before the run (each run waits up to 30 s for ≤ 15 %). \"errors\": \
