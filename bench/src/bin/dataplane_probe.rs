@@ -483,8 +483,8 @@ fn main() -> anyhow::Result<()> {
     std::thread::sleep(idle_for);
     let idle_cpu = idle_meter.stop().seconds[0].map(|s| s / idle_for.as_secs_f64());
 
-    let reference = |t: Target| references.iter().find(|(r, _)| *r == t).map(|(_, p)| p);
-    let url_of = |t: Target| match (t, reference(t)) {
+    let reference_of = |t: Target| references.iter().find(|(r, _)| *r == t).map(|(_, p)| p);
+    let url_of = |t: Target| match (t, reference_of(t)) {
         (Target::Direct, _) => format!("http://{}/", direct.addr),
         (_, Some(p)) => format!("http://{}/", p.addr),
         _ => format!("http://{ingress}/"),
