@@ -111,7 +111,7 @@ impl ReferenceProxy {
         Self::start(cmd, dir, addr, 0, timeout)
     }
 
-    /// Spawns `cmd` (its stderr into `dir/error.log`) and waits until it proxies and has
+    /// Spawns `cmd` (its stderr into `dir/stderr.log`) and waits until it proxies and has
     /// `workers` child processes.
     fn start(
         mut cmd: Command,
