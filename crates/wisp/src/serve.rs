@@ -86,9 +86,9 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .enable_all()
         // Blocking work is the API's short SQLite reads and file I/O (one store connection,
         // so more threads only queue on its lock; reconciles and API writes have their own
-        // batching threads, see wisp_store::batcher). Every thread that allocates grows a glibc malloc
-        // arena that is never given back: with 100 services, 16 blocking threads left
-        // 42 MiB of idle RSS and 4 left 33 MiB at the same reconcile latency
+        // batching threads, see wisp_store::batcher). Every thread that allocates grows a
+        // glibc malloc arena that is never given back: with 100 services, 16 blocking
+        // threads left 42 MiB of idle RSS and 4 left 33 MiB at the same reconcile latency
         // (bench/reconcile_delay).
         .max_blocking_threads(BLOCKING_THREADS)
         .build()
