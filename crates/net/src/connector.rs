@@ -16,6 +16,7 @@
 //! `tokio::sync::Mutex` so a burst at a cold replica opens one connection, not hundreds;
 //! that lock is only taken when no live connection exists.
 
+use std::future::Future;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
@@ -23,8 +24,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::Bytes;
+use futures_util::future::Either;
 use hyper::body::{Frame, Incoming, SizeHint};
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::{TrySendError, http1, http2};
 use hyper::{Request, Response, StatusCode, Version};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::TcpStream;
@@ -117,6 +119,10 @@ impl std::fmt::Debug for ReplicaConnector {
     }
 }
 
+/// A boxed forward of a path other than plain HTTP/1.
+type ColdForward<'a> =
+    Pin<Box<dyn Future<Output = Result<Response<Body>, ForwardError>> + Send + 'a>>;
+
 impl ReplicaConnector {
     /// A connector for the app replica at `addr`, keeping at most `max_idle` idle HTTP/1
     /// connections (Knative keeps containerConcurrency, or 1000 when unlimited).
@@ -167,19 +173,20 @@ impl ReplicaConnector {
     /// `req` is returned untouched (not sent) so the caller can retry on another replica.
     /// `Err(ForwardError::Upstream(_))` when it was sent but failed before a response head
     /// arrived (answer 502). A failure after the head surfaces as an error of the body.
-    pub async fn forward(
-        &self,
+    pub fn forward<'a>(
+        &'a self,
         req: Request<Incoming>,
-        ctx: &ForwardContext,
-    ) -> Result<Response<Body>, ForwardError> {
+        ctx: &'a ForwardContext,
+    ) -> impl Future<Output = Result<Response<Body>, ForwardError>> + Send + 'a {
+        // Not an `async fn`: that would be one more future around the chosen one, holding
+        // the request a second time. Cold paths with large futures are boxed so that they do
+        // not inflate every request's future, which is moved by value more than once.
         if headers::is_upgrade(req.headers()) && req.version() == Version::HTTP_11 {
-            // Boxed (here and for connects): cold paths with large futures would otherwise
-            // inflate every request's future, which is moved by value more than once.
-            return Box::pin(self.forward_upgrade(req, ctx)).await;
+            return Either::Left(Box::pin(self.forward_upgrade(req, ctx)) as ColdForward<'a>);
         }
         match self.inner.protocol {
-            Protocol::Http1 => self.forward_h1(req, ctx).await,
-            Protocol::H2c => Box::pin(self.forward_h2(req, ctx)).await,
+            Protocol::Http1 => Either::Right(self.forward_h1(req, ctx)),
+            Protocol::H2c => Either::Left(Box::pin(self.forward_h2(req, ctx)) as ColdForward<'a>),
         }
     }
 
@@ -197,7 +204,7 @@ impl ReplicaConnector {
         req: Request<Incoming>,
         ctx: &ForwardContext,
     ) -> Result<Response<Body>, ForwardError> {
-        let mut home = Home::current();
+        let home = Home::current();
         let mut sender = match self.checkout_h1(home) {
             Some(s) => s,
             None => match Box::pin(connect_h1(self.inner.addr, false)).await {
@@ -205,33 +212,33 @@ impl ReplicaConnector {
                 Err(e) => return Err(ForwardError::Unreached(req, e)),
             },
         };
-        let mut req = self.prepare(req, ctx, Protocol::Http1, false);
-        let resp = loop {
-            match sender.try_send_request(req).await {
-                Ok(resp) => break resp,
-                Err(mut e) => match e.take_message() {
-                    // The pooled connection closed between the readiness check and the send:
-                    // the request was not written, so a fresh connection may carry it.
-                    Some(unsent) => {
-                        req = unsent;
-                        home = Home::current();
-                        sender = match Box::pin(connect_h1(self.inner.addr, false)).await {
-                            Ok(s) => s,
-                            // Headers are already rewritten, so it cannot be handed back
-                            // "untouched": report it as an upstream failure.
-                            Err(e) => return Err(ForwardError::Upstream(e.into())),
-                        };
-                    }
-                    None => return Err(ForwardError::Upstream(e.into_error().into())),
-                },
-            }
+        let req = self.prepare(req, ctx, Protocol::Http1, false);
+        // The retry is only built here and awaited below, so that this future's state does
+        // not keep the failed send's result and error alive while it runs.
+        let retry = match sender.try_send_request(req).await {
+            Ok(resp) => return Ok(self.pooled_response(resp, sender, home)),
+            // Boxed: a cold path whose state (the request, the error) would otherwise enlarge
+            // every request's future.
+            Err(e) => Box::pin(self.resend_h1(e)),
         };
+        let (resp, sender) = retry.await?;
+        Ok(self.pooled_response(resp, sender, Home::current()))
+    }
+
+    /// The response of an HTTP/1 exchange, whose body returns `sender` to the pool when it
+    /// ends.
+    fn pooled_response(
+        &self,
+        resp: Response<Incoming>,
+        sender: http1::SendRequest<Incoming>,
+        home: Home,
+    ) -> Response<Body> {
         let pool = if self.inner.max_idle > 0 {
             Arc::downgrade(&self.inner)
         } else {
             Weak::new()
         };
-        Ok(finish_response(resp, false, move |body| {
+        finish_response(resp, false, move |body| {
             boxed(PooledBody {
                 body,
                 conn: Some(sender),
@@ -239,7 +246,32 @@ impl ReplicaConnector {
                 pool,
                 done: false,
             })
-        }))
+        })
+    }
+
+    /// After a pooled connection failed to take a request: if the request was not written
+    /// (the connection closed between the readiness check and the send), sends it on fresh
+    /// connections until one takes it; returns the response and the connection that
+    /// carried it.
+    async fn resend_h1(
+        &self,
+        mut failed: TrySendError<Request<Incoming>>,
+    ) -> Result<(Response<Incoming>, http1::SendRequest<Incoming>), ForwardError> {
+        loop {
+            let Some(req) = failed.take_message() else {
+                return Err(ForwardError::Upstream(failed.into_error().into()));
+            };
+            let mut sender = match connect_h1(self.inner.addr, false).await {
+                Ok(s) => s,
+                // Headers are already rewritten, so it cannot be handed back "untouched":
+                // report it as an upstream failure.
+                Err(e) => return Err(ForwardError::Upstream(e.into())),
+            };
+            match sender.try_send_request(req).await {
+                Ok(resp) => return Ok((resp, sender)),
+                Err(e) => failed = e,
+            }
+        }
     }
 
     /// Takes idle connections of `home` (newest first) until one is ready; `None` when

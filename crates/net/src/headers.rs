@@ -269,7 +269,7 @@ fn keep_te_trailers(h: &mut HeaderMap) {
 }
 
 fn add_forwarded_for(h: &mut HeaderMap, ctx: &ForwardContext) {
-    let ip = ctx.client_addr.to_string();
+    let ip = ip_text(ctx.client_addr);
     let value = if h.contains_key(X_FORWARDED_FOR) {
         // Several X-Forwarded-For lines mean one comma-separated list (RFC 9110 §5.3).
         let mut joined = Vec::with_capacity(64);
@@ -286,7 +286,7 @@ fn add_forwarded_for(h: &mut HeaderMap, ctx: &ForwardContext) {
         if !joined.is_empty() {
             joined.extend_from_slice(b", ");
         }
-        joined.extend_from_slice(ip.as_bytes());
+        joined.extend_from_slice(&ip);
         // `from_maybe_shared` validates in place: no second copy of the built value.
         HeaderValue::from_maybe_shared(Bytes::from(joined))
     } else {
@@ -302,6 +302,29 @@ fn add_forwarded_for(h: &mut HeaderMap, ctx: &ForwardContext) {
         && let Some(host) = h.get(HOST).cloned()
     {
         h.insert(X_FORWARDED_HOST, host);
+    }
+}
+
+/// The address as text, IPv4 without going through `fmt` (every request formats one).
+fn ip_text(ip: IpAddr) -> Vec<u8> {
+    match ip {
+        IpAddr::V4(v4) => {
+            let mut out = Vec::with_capacity(15);
+            for (i, octet) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b'.');
+                }
+                if octet >= 100 {
+                    out.push(b'0' + octet / 100);
+                }
+                if octet >= 10 {
+                    out.push(b'0' + octet / 10 % 10);
+                }
+                out.push(b'0' + octet % 10);
+            }
+            out
+        }
+        IpAddr::V6(v6) => v6.to_string().into_bytes(),
     }
 }
 
@@ -352,10 +375,12 @@ fn synthesize_forwarded(h: &HeaderMap) -> Option<HeaderValue> {
 /// A node of `for=`: IPv6 addresses as `"[addr]"` (RFC 7239 §6), others as token or
 /// quoted string.
 fn write_node(out: &mut Vec<u8>, node: &[u8]) {
-    let v6 = std::str::from_utf8(node)
-        .ok()
-        .and_then(|s| s.parse::<IpAddr>().ok())
-        .is_some_and(|ip| ip.is_ipv6());
+    // Only a node with a colon can be an IPv6 address: spare the others the parse.
+    let v6 = node.contains(&b':')
+        && std::str::from_utf8(node)
+            .ok()
+            .and_then(|s| s.parse::<IpAddr>().ok())
+            .is_some_and(|ip| ip.is_ipv6());
     if v6 {
         out.extend_from_slice(b"\"[");
         out.extend_from_slice(node);
@@ -717,6 +742,22 @@ mod tests {
             prepare_target(&mut p, protocol);
             assert_eq!(p.uri.to_string(), want_uri, "{uri} {protocol:?}");
             assert_eq!(get(&p.headers, "host"), want_host, "{uri} {protocol:?}");
+        }
+    }
+
+    #[test]
+    fn ip_text_matches_display() {
+        let cases: [IpAddr; 7] = [
+            Ipv4Addr::new(0, 0, 0, 0).into(),
+            Ipv4Addr::new(255, 255, 255, 255).into(),
+            Ipv4Addr::new(127, 0, 0, 1).into(),
+            Ipv4Addr::new(10, 0, 100, 9).into(),
+            Ipv4Addr::new(1, 20, 3, 45).into(),
+            Ipv6Addr::LOCALHOST.into(),
+            Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 0x10).into(),
+        ];
+        for ip in cases {
+            assert_eq!(ip_text(ip), ip.to_string().into_bytes(), "{ip}");
         }
     }
 }

@@ -1,17 +1,19 @@
 //! The front-door server: HTTP/1.1 and h2c (prior knowledge) on one port.
 //!
-//! One accept loop, one task per connection, hyper-util's `auto::Builder` to tell HTTP/1
-//! from the HTTP/2 preface, `serve_connection_with_upgrades` so websocket upgrades work, and
-//! hyper-util's `GracefulShutdown` for draining. Connection tasks may run on other runtimes
-//! than the accept loop (`ServerOptions::runtimes`), round-robin.
+//! One accept loop, one task per connection. The first bytes a client sends (peeked, not
+//! read) tell HTTP/1 from the HTTP/2 preface; the connection then goes straight to hyper's
+//! HTTP/1 server (with upgrades, so websockets work) or its HTTP/2 one: no rewinding reader
+//! between hyper and the socket. Draining is a watch signal each connection turns into
+//! hyper's graceful shutdown. Connection tasks may run on other runtimes than the accept
+//! loop (`ServerOptions::runtimes`), round-robin.
 //!
 //! Limits, and why:
 //! - connections are bounded by a semaphore: over the limit the accept loop stops accepting
 //!   (the kernel backlog queues, then refuses) instead of exhausting file descriptors;
 //! - a client must send its first bytes, and an HTTP/1 client its whole request head, within
-//!   `header_read_timeout` (slowloris). The first-bytes wait is ours because `auto::Builder`
-//!   sniffs the preface without any timer. hyper arms the same timer while an HTTP/1
-//!   keep-alive connection waits for its next request, so it doubles as the idle timeout;
+//!   `header_read_timeout` (slowloris). The first-bytes wait is ours (hyper's timer starts
+//!   once it has the connection). hyper arms the same timer while an HTTP/1 keep-alive
+//!   connection waits for its next request, so it doubles as the idle timeout;
 //! - `max_buf_size` bounds an HTTP/1 request head (hyper answers 431 beyond it), and
 //!   `max_header_list_size` the HTTP/2 one;
 //! - HTTP/2 keep-alive pings cut dead peers; streams per connection are bounded.
@@ -19,15 +21,15 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::body::Incoming;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto;
-use hyper_util::server::graceful::GracefulShutdown;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
@@ -127,8 +129,8 @@ const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const MIN_BUF_SIZE: usize = 8192;
 
 /// Accepts on `listener` until `shutdown` resolves; then stops accepting, lets in-flight
-/// requests finish (hyper-util `GracefulShutdown`: idle keep-alive connections close at
-/// once, HTTP/2 gets GOAWAY) for up to `shutdown_grace`, and aborts what is left.
+/// requests finish (hyper's graceful shutdown: idle keep-alive connections close at once,
+/// HTTP/2 gets GOAWAY) for up to `shutdown_grace`, and aborts what is left.
 ///
 /// `handler(req, peer)` produces the response; it is called once per request.
 ///
@@ -144,10 +146,10 @@ where
     H: Fn(Request<Incoming>, SocketAddr) -> F + Clone + Send + Sync + 'static,
     F: Future<Output = Response<Body>> + Send + 'static,
 {
-    let builder = Arc::new(builder(&opts));
+    let builders = Arc::new(Builders::new(&opts));
     let limit = Arc::new(Semaphore::new(opts.max_connections.max(1)));
-    let graceful = GracefulShutdown::new();
-    // Cuts connections still waiting for their first bytes (not yet watched by `graceful`).
+    // Shutdown for every connection: those still waiting for their first bytes close, the
+    // others shut down gracefully.
     let (stop_tx, stop_rx) = watch::channel(false);
     let mut conns = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -176,9 +178,8 @@ where
                     }
                 };
                 let _ = stream.set_nodelay(true);
-                let builder = builder.clone();
+                let builders = builders.clone();
                 let handler = handler.clone();
-                let watcher = graceful.watcher();
                 let mut stop = stop_rx.clone();
                 let first_bytes = opts.header_read_timeout;
                 // A connection served on another runtime must be registered with that
@@ -208,16 +209,29 @@ where
                             }
                         },
                     };
-                    tokio::select! {
-                        ready = await_first_bytes(&stream, first_bytes) => if !ready { return },
+                    let proto = tokio::select! {
+                        proto = await_first_bytes(&stream, first_bytes) => match proto {
+                            Some(proto) => proto,
+                            None => return,
+                        },
                         _ = stop.changed() => return,
-                    }
+                    };
                     let service = service_fn(move |req| {
                         let response = handler(req, peer);
                         async move { Ok::<_, Infallible>(response.await) }
                     });
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-                    if let Err(e) = watcher.watch(conn).await {
+                    let io = TokioIo::new(stream);
+                    let served = match proto {
+                        Proto::Http1 => {
+                            let conn = builders.http1.serve_connection(io, service).with_upgrades();
+                            until_stopped(conn, |c| c.graceful_shutdown(), stop).await
+                        }
+                        Proto::H2 => {
+                            let conn = builders.http2.serve_connection(io, service);
+                            until_stopped(conn, |c| c.graceful_shutdown(), stop).await
+                        }
+                    };
+                    if let Err(e) = served {
                         debug!(%peer, error = %e, "connection ended with an error");
                     }
                 };
@@ -231,7 +245,8 @@ where
 
     drop(listener);
     let _ = stop_tx.send(true);
-    if tokio::time::timeout(opts.shutdown_grace, graceful.shutdown())
+    let drained = async { while conns.join_next().await.is_some() {} };
+    if tokio::time::timeout(opts.shutdown_grace, drained)
         .await
         .is_err()
     {
@@ -251,39 +266,77 @@ enum Conn {
     Moved(std::net::TcpStream),
 }
 
-fn builder(opts: &ServerOptions) -> auto::Builder<TokioExecutor> {
-    let mut builder = auto::Builder::new(TokioExecutor::new());
-    builder
-        .http1()
-        .timer(TokioTimer::new())
-        .header_read_timeout(opts.header_read_timeout)
-        .max_buf_size(opts.max_header_bytes.max(MIN_BUF_SIZE));
-    builder
-        .http2()
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(opts.h2_max_concurrent_streams)
-        .max_header_list_size(u32::try_from(opts.max_header_bytes).unwrap_or(u32::MAX))
-        .keep_alive_interval(Duration::from_secs(20))
-        .keep_alive_timeout(Duration::from_secs(10))
-        .adaptive_window(true);
-    builder
+/// Drives a connection until it ends; once `stop` turns true, asks it to shut down
+/// gracefully (`shutdown`) and drives it to its end.
+async fn until_stopped<C, E>(
+    conn: C,
+    shutdown: impl FnOnce(Pin<&mut C>),
+    mut stop: watch::Receiver<bool>,
+) -> Result<(), E>
+where
+    C: Future<Output = Result<(), E>>,
+{
+    let mut conn = pin!(conn);
+    tokio::select! {
+        biased;
+        served = conn.as_mut() => return served,
+        _ = stop.wait_for(|stop| *stop) => {}
+    }
+    shutdown(conn.as_mut());
+    conn.await
+}
+
+/// What a client speaks, by its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Proto {
+    Http1,
+    /// HTTP/2 with prior knowledge (h2c): the connection starts with the preface.
+    H2,
+}
+
+/// hyper's connection builders, set up once per listener.
+struct Builders {
+    http1: http1::Builder,
+    http2: http2::Builder<TokioExecutor>,
+}
+
+impl Builders {
+    fn new(opts: &ServerOptions) -> Self {
+        let mut http1 = http1::Builder::new();
+        http1
+            .timer(TokioTimer::new())
+            .header_read_timeout(opts.header_read_timeout)
+            .max_buf_size(opts.max_header_bytes.max(MIN_BUF_SIZE));
+        let mut http2 = http2::Builder::new(TokioExecutor::new());
+        http2
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(opts.h2_max_concurrent_streams)
+            .max_header_list_size(u32::try_from(opts.max_header_bytes).unwrap_or(u32::MAX))
+            .keep_alive_interval(Duration::from_secs(20))
+            .keep_alive_timeout(Duration::from_secs(10))
+            .adaptive_window(true);
+        Self { http1, http2 }
+    }
 }
 
 /// Waits until the client has sent enough to tell HTTP/1 from HTTP/2: any first byte that
-/// is not the start of the h2 preface, or the whole preface. `false` on timeout or EOF.
-async fn await_first_bytes(stream: &TcpStream, timeout: Duration) -> bool {
+/// is not the start of the h2 preface, or the whole preface. `None` on timeout or EOF.
+async fn await_first_bytes(stream: &TcpStream, timeout: Duration) -> Option<Proto> {
     let deadline = Instant::now() + timeout;
     let mut buf = [0u8; H2_PREFACE.len()];
     loop {
         let n = match tokio::time::timeout_at(deadline, stream.peek(&mut buf)).await {
             Ok(Ok(n)) => n,
-            _ => return false,
+            _ => return None,
         };
         if n == 0 {
-            return false;
+            return None;
         }
-        if n == buf.len() || buf[..n] != H2_PREFACE[..n] {
-            return true;
+        if buf[..n] != H2_PREFACE[..n] {
+            return Some(Proto::Http1);
+        }
+        if n == buf.len() {
+            return Some(Proto::H2);
         }
         // A partial preface (rare: clients send it in one segment). `peek` does not
         // consume, so the socket stays readable; poll again shortly rather than spin.
@@ -291,7 +344,7 @@ async fn await_first_bytes(stream: &TcpStream, timeout: Duration) -> bool {
             .await
             .is_err()
         {
-            return false;
+            return None;
         }
     }
 }

@@ -195,14 +195,14 @@ impl ReplicaQueue {
             self.cfg.idle_timeout,
         );
         let mut sleep = timeout::timer(&deadlines);
-        let work = async {
+        let work = std::pin::pin!(async {
             let permit = match &self.breaker {
                 Some(b) => Some(b.acquire().await?),
                 None => None,
             };
             let admitted = Admitted::new(&self.shared, permit);
             Ok::<_, QueueFull>((admitted, self.connector.forward(req, ctx).await))
-        };
+        });
         // The breaker wait and the forward are both under the pre-header deadline; on
         // timeout the work future is dropped, which leaves the queue or aborts the exchange.
         let outcome = timeout::before_headers(&deadlines, &mut sleep, work).await;

@@ -102,14 +102,21 @@ impl Deadlines {
 
 /// Races `work` against the pre-header deadline. `sleep` is the request's one timer, reused
 /// afterwards by [`TimeoutBody`] (set up with [`timer`]). `None` means the deadline passed.
+///
+/// `work` is pinned by the caller: taken by value, the (large) work future would be stored
+/// twice in this future's state — once as the argument, once in the race — and copied on
+/// every move of the request's future.
 pub async fn before_headers<F: Future>(
     deadlines: &Deadlines,
     sleep: &mut Option<Pin<Box<Sleep>>>,
-    work: F,
+    work: Pin<&mut F>,
 ) -> Option<F::Output> {
     match (deadlines.before_headers(), sleep.as_mut()) {
         (Some(_), Some(s)) => {
             tokio::select! {
+                // The work first: it is what usually finishes, and `biased` spares the
+                // branch shuffle's random number.
+                biased;
                 out = work => Some(out),
                 () = s.as_mut() => None,
             }
@@ -158,6 +165,9 @@ impl<B, G> TimeoutBody<B, G> {
     ) -> Self {
         let deadline = deadlines.body_deadline(headers_at);
         match (deadline, sleep.as_mut()) {
+            // Re-arming re-registers the timer (and may wake the timer driver): skip it when
+            // the deadline stays, as it does by default (only `timeoutSeconds` set).
+            (Some(d), Some(s)) if s.deadline() == d => {}
             (Some(d), Some(s)) => s.as_mut().reset(d),
             (Some(d), None) => sleep = Some(Box::pin(tokio::time::sleep_until(d))),
             (None, _) => sleep = None,
@@ -335,13 +345,14 @@ mod tests {
     async fn before_headers_times_out_or_returns_the_work() {
         let d = Deadlines::new(Instant::now(), secs(2), None, None);
         let mut sleep = timer(&d);
-        let slow = before_headers(&d, &mut sleep, tokio::time::sleep(secs(3))).await;
+        let slow =
+            before_headers(&d, &mut sleep, std::pin::pin!(tokio::time::sleep(secs(3)))).await;
         assert_eq!(slow, None);
         assert_eq!(Instant::now(), d.before_headers().unwrap());
 
         let d = Deadlines::new(Instant::now(), secs(2), None, None);
         let mut sleep = timer(&d);
-        let fast = before_headers(&d, &mut sleep, async { 7 }).await;
+        let fast = before_headers(&d, &mut sleep, std::pin::pin!(async { 7 })).await;
         assert_eq!(fast, Some(7));
     }
 
