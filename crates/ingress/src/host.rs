@@ -1,6 +1,8 @@
 //! The host a request is for: the URI authority (HTTP/2 `:authority`, or an absolute-form
 //! HTTP/1 request target), else the `Host` header; lower-cased, without port or trailing dot.
 
+use std::borrow::Cow;
+
 use hyper::{Request, header::HOST};
 
 /// Why a request names no usable host (answered with 400).
@@ -10,8 +12,9 @@ pub enum HostError {
     Invalid,
 }
 
-/// The routing key of a request's host.
-pub fn request_host<B>(req: &Request<B>) -> Result<String, HostError> {
+/// The routing key of a request's host (borrowed from the request unless it needed
+/// lower-casing).
+pub fn request_host<B>(req: &Request<B>) -> Result<Cow<'_, str>, HostError> {
     if let Some(a) = req.uri().authority() {
         return normalize(a.as_str());
     }
@@ -20,7 +23,7 @@ pub fn request_host<B>(req: &Request<B>) -> Result<String, HostError> {
 }
 
 /// `Hello.Default.Example.com:8080` → `hello.default.example.com`; `[::1]:80` → `[::1]`.
-pub fn normalize(raw: &str) -> Result<String, HostError> {
+pub fn normalize(raw: &str) -> Result<Cow<'_, str>, HostError> {
     let raw = raw.trim();
     // Userinfo is never meaningful in a Host; an authority may carry it.
     let raw = raw.rsplit_once('@').map_or(raw, |(_, h)| h);
@@ -49,7 +52,12 @@ pub fn normalize(raw: &str) -> Result<String, HostError> {
     if !ok || host.len() > 255 {
         return Err(HostError::Invalid);
     }
-    Ok(host.to_ascii_lowercase())
+    // Clients send lower case almost always: no copy then.
+    if host.bytes().any(|b| b.is_ascii_uppercase()) {
+        Ok(Cow::Owned(host.to_ascii_lowercase()))
+    } else {
+        Ok(Cow::Borrowed(host))
+    }
 }
 
 fn valid_port(p: &str) -> bool {

@@ -25,7 +25,7 @@ use std::{net::SocketAddr, sync::Arc};
 
 use arc_swap::ArcSwap;
 use hyper::{Request, Response, StatusCode, body::Incoming};
-use wisp_activator::Backends;
+use wisp_activator::{Backends, RevisionBackend};
 use wisp_controller::routing::{HostRoute, RevisionTarget, RoutingTable, Visibility};
 use wisp_net::{Body, ForwardContext, text_response};
 
@@ -87,13 +87,39 @@ impl Ingress {
         peer: SocketAddr,
         listener: Visibility,
     ) -> Response<Body> {
-        let host = match host::request_host(&req) {
+        // Routing is synchronous and kept out of this future's state: the request's future
+        // is moved by value on its way into hyper, so every byte of it costs.
+        let backend = match self.route(&req, listener) {
+            Ok(backend) => backend,
+            Err(answer) => return answer,
+        };
+        let ctx = ForwardContext {
+            client_addr: peer.ip(),
+            scheme: "http",
+            proxied_by_activator: false,
+        };
+        backend.serve(req, ctx).await
+    }
+
+    /// The backend of the revision this request goes to, or the answer when there is none.
+    fn route(
+        &self,
+        req: &Request<Incoming>,
+        listener: Visibility,
+    ) -> Result<Arc<RevisionBackend>, Response<Body>> {
+        let host = match host::request_host(req) {
             Ok(h) => h,
             Err(host::HostError::Missing) => {
-                return text_response(StatusCode::BAD_REQUEST, "missing Host header\n");
+                return Err(text_response(
+                    StatusCode::BAD_REQUEST,
+                    "missing Host header\n",
+                ));
             }
             Err(host::HostError::Invalid) => {
-                return text_response(StatusCode::BAD_REQUEST, "invalid Host header\n");
+                return Err(text_response(
+                    StatusCode::BAD_REQUEST,
+                    "invalid Host header\n",
+                ));
             }
         };
         let tag = if self.tag_header_routing {
@@ -102,43 +128,34 @@ impl Ingress {
             None
         };
         // Pick the revision inside the snapshot's scope, copying out only the names.
-        let backend = {
-            let table = self.routing.load();
-            let target = match targets(&table, &host, listener, tag) {
-                Ok(t) => split::pick(t),
-                Err(NoRoute::UnknownHost) => {
-                    return text_response(
-                        StatusCode::NOT_FOUND,
-                        &format!("no route for host {host:?}\n"),
-                    );
-                }
-                Err(NoRoute::NoTargets) => None,
-            };
-            let Some(target) = target else {
-                return text_response(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &format!("route for host {host:?} has no traffic targets\n"),
-                );
-            };
-            match self.backends.get(&target.namespace, &target.revision) {
-                Some(b) => b,
-                None => {
-                    return text_response(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        &format!(
-                            "revision \"{}/{}\" is not available yet\n",
-                            target.namespace, target.revision
-                        ),
-                    );
-                }
+        let table = self.routing.load();
+        let target = match targets(&table, &host, listener, tag) {
+            Ok(t) => split::pick(t),
+            Err(NoRoute::UnknownHost) => {
+                return Err(text_response(
+                    StatusCode::NOT_FOUND,
+                    &format!("no route for host {host:?}\n"),
+                ));
             }
+            Err(NoRoute::NoTargets) => None,
         };
-        let ctx = ForwardContext {
-            client_addr: peer.ip(),
-            scheme: "http",
-            proxied_by_activator: false,
+        let Some(target) = target else {
+            return Err(text_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("route for host {host:?} has no traffic targets\n"),
+            ));
         };
-        backend.serve(req, ctx).await
+        self.backends
+            .get(&target.namespace, &target.revision)
+            .ok_or_else(|| {
+                text_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &format!(
+                        "revision \"{}/{}\" is not available yet\n",
+                        target.namespace, target.revision
+                    ),
+                )
+            })
     }
 }
 

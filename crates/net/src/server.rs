@@ -3,8 +3,8 @@
 //! One accept loop, one task per connection. The first bytes a client sends (peeked, not
 //! read) tell HTTP/1 from the HTTP/2 preface; the connection then goes straight to hyper's
 //! HTTP/1 server (with upgrades, so websockets work) or its HTTP/2 one: no rewinding reader
-//! between hyper and the socket. Draining is a watch signal each connection turns into
-//! hyper's graceful shutdown. Connection tasks may run on other runtimes than the accept
+//! between hyper and the socket. Draining is a shutdown signal (`Stop`) each connection
+//! turns into hyper's graceful shutdown. Connection tasks may run on other runtimes than the accept
 //! loop (`ServerOptions::runtimes`), round-robin.
 //!
 //! Limits, and why:
@@ -23,6 +23,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use hyper::body::Incoming;
@@ -31,7 +32,7 @@ use hyper::service::service_fn;
 use hyper::{Request, Response};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::debug;
@@ -150,7 +151,7 @@ where
     let limit = Arc::new(Semaphore::new(opts.max_connections.max(1)));
     // Shutdown for every connection: those still waiting for their first bytes close, the
     // others shut down gracefully.
-    let (stop_tx, stop_rx) = watch::channel(false);
+    let stop = Arc::new(Stop::default());
     let mut conns = JoinSet::new();
     let mut shutdown = std::pin::pin!(shutdown);
     let mut next_runtime = 0usize;
@@ -180,7 +181,7 @@ where
                 let _ = stream.set_nodelay(true);
                 let builders = builders.clone();
                 let handler = handler.clone();
-                let mut stop = stop_rx.clone();
+                let stop = stop.clone();
                 let first_bytes = opts.header_read_timeout;
                 // A connection served on another runtime must be registered with that
                 // runtime's reactor: it travels there as a std socket.
@@ -214,7 +215,7 @@ where
                             Some(proto) => proto,
                             None => return,
                         },
-                        _ = stop.changed() => return,
+                        () = stop.wait() => return,
                     };
                     let service = service_fn(move |req| {
                         let response = handler(req, peer);
@@ -224,11 +225,11 @@ where
                     let served = match proto {
                         Proto::Http1 => {
                             let conn = builders.http1.serve_connection(io, service).with_upgrades();
-                            until_stopped(conn, |c| c.graceful_shutdown(), stop).await
+                            until_stopped(conn, |c| c.graceful_shutdown(), &stop).await
                         }
                         Proto::H2 => {
                             let conn = builders.http2.serve_connection(io, service);
-                            until_stopped(conn, |c| c.graceful_shutdown(), stop).await
+                            until_stopped(conn, |c| c.graceful_shutdown(), &stop).await
                         }
                     };
                     if let Err(e) = served {
@@ -244,7 +245,7 @@ where
     }
 
     drop(listener);
-    let _ = stop_tx.send(true);
+    stop.signal();
     let drained = async { while conns.join_next().await.is_some() {} };
     if tokio::time::timeout(opts.shutdown_grace, drained)
         .await
@@ -266,24 +267,71 @@ enum Conn {
     Moved(std::net::TcpStream),
 }
 
-/// Drives a connection until it ends; once `stop` turns true, asks it to shut down
+/// The server's shutdown signal, as its connections see it.
+///
+/// Not a `watch` channel: a connection checks for shutdown every time it is polled (each
+/// read, write and response), and polling a `watch`/`Notify` future takes the channel's
+/// lock, which every connection of every thread shares. Here the check is a load of a flag;
+/// the `Notify` only wakes connections that sit idle.
+#[derive(Debug, Default)]
+struct Stop {
+    stopped: AtomicBool,
+    notify: Notify,
+}
+
+impl Stop {
+    fn signal(&self) {
+        // Flag first: a woken connection must see it.
+        self.stopped.store(true, Ordering::Release);
+        self.notify.notify_waiters();
+    }
+
+    fn is_signalled(&self) -> bool {
+        self.stopped.load(Ordering::Acquire)
+    }
+
+    /// Resolves once [`signal`](Self::signal) was called (also if before this call).
+    async fn wait(&self) {
+        let notified = self.notify.notified();
+        let mut notified = pin!(notified);
+        // Registered before the flag is checked, so a signal in between is not missed.
+        notified.as_mut().enable();
+        if !self.is_signalled() {
+            notified.await;
+        }
+    }
+}
+
+/// Drives a connection until it ends; once `stop` is signalled, asks it to shut down
 /// gracefully (`shutdown`) and drives it to its end.
+///
+/// The stop notification is polled once, to register this task's waker (the waker of a
+/// spawned task stays the same); after that, polls only check the flag.
 async fn until_stopped<C, E>(
     conn: C,
     shutdown: impl FnOnce(Pin<&mut C>),
-    mut stop: watch::Receiver<bool>,
+    stop: &Stop,
 ) -> Result<(), E>
 where
     C: Future<Output = Result<(), E>>,
 {
     let mut conn = pin!(conn);
-    tokio::select! {
-        biased;
-        served = conn.as_mut() => return served,
-        _ = stop.wait_for(|stop| *stop) => {}
-    }
-    shutdown(conn.as_mut());
-    conn.await
+    let mut notified = pin!(stop.notify.notified());
+    let mut registered = false;
+    let mut shutdown = Some(shutdown);
+    std::future::poll_fn(|cx| {
+        if shutdown.is_some() {
+            let woken = !registered && notified.as_mut().poll(cx).is_ready();
+            registered = true;
+            if (woken || stop.is_signalled())
+                && let Some(shutdown) = shutdown.take()
+            {
+                shutdown(conn.as_mut());
+            }
+        }
+        conn.as_mut().poll(cx)
+    })
+    .await
 }
 
 /// What a client speaks, by its first bytes.
@@ -529,6 +577,47 @@ mod tests {
         within("second in handler", entered.notified()).await;
         release.notify_one();
         assert_eq!(within("second", second_resp).await.unwrap(), StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn shutdown_closes_idle_connections_at_once() {
+        let (l, addr) = listener().await;
+        let handler = |_req: Request<Incoming>, _peer| async { Response::new(full("ok")) };
+        // Far beyond `within`'s bound: only the shutdown can end these connections in time.
+        let opts = ServerOptions {
+            header_read_timeout: Duration::from_secs(60),
+            ..ServerOptions::default()
+        };
+        let (stop_tx, stop_rx) = oneshot::channel::<()>();
+        let server = tokio::spawn(serve(l, opts, handler, async {
+            let _ = stop_rx.await;
+        }));
+
+        // A keep-alive connection idle after one request, and one that never sent a byte.
+        let mut used = TcpStream::connect(addr).await.unwrap();
+        used.write_all(b"GET / HTTP/1.1\r\nhost: h\r\n\r\n")
+            .await
+            .unwrap();
+        let mut head = [0u8; 12];
+        within("first response", used.read_exact(&mut head))
+            .await
+            .unwrap();
+        assert_eq!(&head, b"HTTP/1.1 200");
+        let mut silent = TcpStream::connect(addr).await.unwrap();
+        // Let the server take both connections before it stops accepting.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+
+        stop_tx.send(()).unwrap();
+        within("serve returns", server).await.unwrap().unwrap();
+        assert!(
+            within("idle keep-alive closed", read_to_close(&mut used))
+                .await
+                .ends_with("ok")
+        );
+        assert_eq!(
+            within("silent closed", read_to_close(&mut silent)).await,
+            ""
+        );
     }
 
     #[tokio::test]
