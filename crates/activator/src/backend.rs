@@ -18,6 +18,7 @@
 //!   slot), wakes the oldest waiter. So a burst of any size up to the hold depth is served
 //!   CC × replicas at a time instead of being shed by the replicas' queues.
 
+use std::future::Future;
 use std::{
     collections::BTreeMap,
     net::SocketAddr,
@@ -429,104 +430,116 @@ impl RevisionBackend {
     /// Serves one request (see the module doc for the two paths). A request that never
     /// reached its replica (connection refused) is retried on another one; one that failed
     /// mid-way gets the queue's 502.
-    pub async fn serve(&self, req: Request<Incoming>, mut ctx: ForwardContext) -> Response<Body> {
-        self.requests.fetch_add(1, Ordering::Relaxed);
-        let in_path = (self.in_path)(&self.key);
-        let throttled = in_path && self.cfg.container_concurrency > 0;
-        let deadline = (!self.cfg.timeout.is_zero()).then(|| Instant::now() + self.cfg.timeout);
-        let mut req = req;
-        let mut held = false;
-        // Woken alone (a freed slot was handed to this request) and not served yet.
-        let mut front = false;
-        let mut tried: Vec<SocketAddr> = Vec::new();
-        loop {
-            if self.hold.is_closed() {
-                return text_response(StatusCode::SERVICE_UNAVAILABLE, GONE_MESSAGE);
-            }
-            // Knative counts the requests that came through the activator apart.
-            ctx.proxied_by_activator = in_path || held;
-            // One call site for the forward below: two would each hold a copy of the
-            // (large) queue future in this one.
-            let (chosen, any_ready) = if throttled {
-                match self.reserve(&tried) {
-                    Capacity::Slot(slot) => {
-                        // Slots freed without a wake-up each (a new replica, untracked
-                        // requests ending): pass the turn on while there is room.
-                        if held && self.can_go(true, &[]) {
-                            self.hold.wake_one();
-                        }
-                        (Some((slot.endpoint.clone(), Some(slot))), true)
-                    }
-                    Capacity::Full => (None, true),
-                    Capacity::NoReplica => (None, false),
-                }
-            } else {
-                match self.pick(&tried) {
-                    Some(e) => (Some((e, None)), true),
-                    None => (None, false),
-                }
-            };
-            if let Some((e, slot)) = chosen {
-                match e.serve(req, &ctx).await {
-                    Ok(resp) => {
-                        return match slot {
-                            Some(slot) => resp.map(|body| {
-                                wisp_net::boxed(Throttled {
-                                    inner: Some(body),
-                                    slot: Some(slot),
-                                })
-                            }),
-                            None => resp,
-                        };
-                    }
-                    Err(back) => {
-                        req = back;
-                        tried.push(e.addr());
-                        continue;
-                    }
-                }
-            }
-
-            // No replica to go to (ask for one), or none with a free slot: wait.
-            if !any_ready {
-                (self.poke)(&self.key);
-            }
-            let Some(waiter) = self.hold.register_at(!held, front) else {
-                return text_response(StatusCode::SERVICE_UNAVAILABLE, QUEUE_FULL_MESSAGE);
-            };
-            held = true;
-            front = false;
-            // Registered first, so a release from here on is not missed; now re-check.
-            if self.can_go(throttled, &tried) {
-                continue;
-            }
-            let now = Instant::now();
-            let overall = deadline.unwrap_or(now + Duration::from_secs(365 * 24 * 3600));
-            let mut until = overall;
-            if !tried.is_empty() {
-                until = until.min(now + UNREACHED_RECHECK);
-            }
-            let _poller = if throttled && self.untracked_full(&tried) {
-                self.claim_untracked_poller().inspect(|_| {
-                    until = until.min(now + UNTRACKED_RECHECK);
-                })
-            } else {
-                None
-            };
-            // Boxed: the hold is the cold path; unboxed, its futures would enlarge every
-            // request's future (moved by value on the way into hyper).
-            match Box::pin(waiter.wait(until)).await {
-                Ok(wake) => {
-                    tried.clear();
-                    front = wake == Wake::One;
-                }
-                Err(HoldError::Closed) => {
+    ///
+    /// Not an `async fn`: its arguments would be stored twice in the future (once as
+    /// arguments, once moved into the body), and the request's future is moved by value.
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn stores its arguments twice in its future"
+    )]
+    pub fn serve(
+        &self,
+        mut req: Request<Incoming>,
+        mut ctx: ForwardContext,
+    ) -> impl Future<Output = Response<Body>> + Send + '_ {
+        async move {
+            self.requests.fetch_add(1, Ordering::Relaxed);
+            let in_path = (self.in_path)(&self.key);
+            let throttled = in_path && self.cfg.container_concurrency > 0;
+            let deadline = (!self.cfg.timeout.is_zero()).then(|| Instant::now() + self.cfg.timeout);
+            let mut held = false;
+            // Woken alone (a freed slot was handed to this request) and not served yet.
+            let mut front = false;
+            let mut tried: Vec<SocketAddr> = Vec::new();
+            loop {
+                if self.hold.is_closed() {
                     return text_response(StatusCode::SERVICE_UNAVAILABLE, GONE_MESSAGE);
                 }
-                Err(HoldError::Timeout) if Instant::now() >= overall => {
-                    return text_response(StatusCode::GATEWAY_TIMEOUT, TIMEOUT_MESSAGE);
+                // Knative counts the requests that came through the activator apart.
+                ctx.proxied_by_activator = in_path || held;
+                // One call site for the forward below: two would each hold a copy of the
+                // (large) queue future in this one.
+                let (chosen, any_ready) = if throttled {
+                    match self.reserve(&tried) {
+                        Capacity::Slot(slot) => {
+                            // Slots freed without a wake-up each (a new replica, untracked
+                            // requests ending): pass the turn on while there is room.
+                            if held && self.can_go(true, &[]) {
+                                self.hold.wake_one();
+                            }
+                            (Some((slot.endpoint.clone(), Some(slot))), true)
+                        }
+                        Capacity::Full => (None, true),
+                        Capacity::NoReplica => (None, false),
+                    }
+                } else {
+                    match self.pick(&tried) {
+                        Some(e) => (Some((e, None)), true),
+                        None => (None, false),
+                    }
+                };
+                if let Some((e, slot)) = chosen {
+                    match e.serve(req, &ctx).await {
+                        Ok(resp) => {
+                            return match slot {
+                                Some(slot) => resp.map(|body| {
+                                    wisp_net::boxed(Throttled {
+                                        inner: Some(body),
+                                        slot: Some(slot),
+                                    })
+                                }),
+                                None => resp,
+                            };
+                        }
+                        Err(back) => {
+                            req = back;
+                            tried.push(e.addr());
+                            continue;
+                        }
+                    }
                 }
-                Err(HoldError::Timeout) => tried.clear(),
+
+                // No replica to go to (ask for one), or none with a free slot: wait.
+                if !any_ready {
+                    (self.poke)(&self.key);
+                }
+                let Some(waiter) = self.hold.register_at(!held, front) else {
+                    return text_response(StatusCode::SERVICE_UNAVAILABLE, QUEUE_FULL_MESSAGE);
+                };
+                held = true;
+                front = false;
+                // Registered first, so a release from here on is not missed; now re-check.
+                if self.can_go(throttled, &tried) {
+                    continue;
+                }
+                let now = Instant::now();
+                let overall = deadline.unwrap_or(now + Duration::from_secs(365 * 24 * 3600));
+                let mut until = overall;
+                if !tried.is_empty() {
+                    until = until.min(now + UNREACHED_RECHECK);
+                }
+                let _poller = if throttled && self.untracked_full(&tried) {
+                    self.claim_untracked_poller().inspect(|_| {
+                        until = until.min(now + UNTRACKED_RECHECK);
+                    })
+                } else {
+                    None
+                };
+                // Boxed: the hold is the cold path; unboxed, its futures would enlarge every
+                // request's future (moved by value on the way into hyper).
+                match Box::pin(waiter.wait(until)).await {
+                    Ok(wake) => {
+                        tried.clear();
+                        front = wake == Wake::One;
+                    }
+                    Err(HoldError::Closed) => {
+                        return text_response(StatusCode::SERVICE_UNAVAILABLE, GONE_MESSAGE);
+                    }
+                    Err(HoldError::Timeout) if Instant::now() >= overall => {
+                        return text_response(StatusCode::GATEWAY_TIMEOUT, TIMEOUT_MESSAGE);
+                    }
+                    Err(HoldError::Timeout) => tried.clear(),
+                }
             }
         }
     }

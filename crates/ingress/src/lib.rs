@@ -21,7 +21,7 @@
 pub mod host;
 pub mod split;
 
-use std::{net::SocketAddr, sync::Arc};
+use std::{future::Future, net::SocketAddr, sync::Arc};
 
 use arc_swap::ArcSwap;
 use hyper::{Request, Response, StatusCode, body::Incoming};
@@ -81,47 +81,37 @@ pub fn targets<'a>(
 
 impl Ingress {
     /// Routes and serves one request that arrived from `peer` on the `listener`.
-    pub async fn handle(
+    ///
+    /// Routing is synchronous and happens here; the future only forwards. Not an `async
+    /// fn`: that would store the request twice in the future, which is moved by value on
+    /// its way into hyper.
+    pub fn handle(
         &self,
         req: Request<Incoming>,
         peer: SocketAddr,
         listener: Visibility,
-    ) -> Response<Body> {
-        // Routing is synchronous and kept out of this future's state: the request's future
-        // is moved by value on its way into hyper, so every byte of it costs.
-        let backend = match self.route(&req, listener) {
-            Ok(backend) => backend,
-            Err(answer) => return answer,
-        };
+    ) -> impl Future<Output = Response<Body>> + Send + use<> {
+        let routed = self.route(&req, listener);
         let ctx = ForwardContext {
             client_addr: peer.ip(),
             scheme: "http",
             proxied_by_activator: false,
         };
-        backend.serve(req, ctx).await
+        async move {
+            match routed {
+                Ok(backend) => backend.serve(req, ctx).await,
+                Err(unrouted) => unrouted.answer(),
+            }
+        }
     }
 
-    /// The backend of the revision this request goes to, or the answer when there is none.
+    /// The backend of the revision this request goes to.
     fn route(
         &self,
         req: &Request<Incoming>,
         listener: Visibility,
-    ) -> Result<Arc<RevisionBackend>, Response<Body>> {
-        let host = match host::request_host(req) {
-            Ok(h) => h,
-            Err(host::HostError::Missing) => {
-                return Err(text_response(
-                    StatusCode::BAD_REQUEST,
-                    "missing Host header\n",
-                ));
-            }
-            Err(host::HostError::Invalid) => {
-                return Err(text_response(
-                    StatusCode::BAD_REQUEST,
-                    "invalid Host header\n",
-                ));
-            }
-        };
+    ) -> Result<Arc<RevisionBackend>, Unrouted> {
+        let host = host::request_host(req).map_err(Unrouted::BadHost)?;
         let tag = if self.tag_header_routing {
             req.headers().get(TAG_HEADER).and_then(|v| v.to_str().ok())
         } else {
@@ -131,31 +121,55 @@ impl Ingress {
         let table = self.routing.load();
         let target = match targets(&table, &host, listener, tag) {
             Ok(t) => split::pick(t),
-            Err(NoRoute::UnknownHost) => {
-                return Err(text_response(
-                    StatusCode::NOT_FOUND,
-                    &format!("no route for host {host:?}\n"),
-                ));
-            }
+            Err(NoRoute::UnknownHost) => return Err(Unrouted::UnknownHost(host.into_owned())),
             Err(NoRoute::NoTargets) => None,
         };
         let Some(target) = target else {
-            return Err(text_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("route for host {host:?} has no traffic targets\n"),
-            ));
+            return Err(Unrouted::NoTargets(host.into_owned()));
         };
         self.backends
             .get(&target.namespace, &target.revision)
-            .ok_or_else(|| {
-                text_response(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    &format!(
-                        "revision \"{}/{}\" is not available yet\n",
-                        target.namespace, target.revision
-                    ),
-                )
+            .ok_or_else(|| Unrouted::NotAvailable {
+                namespace: target.namespace.clone(),
+                revision: target.revision.clone(),
             })
+    }
+}
+
+/// Why a request has no backend to go to; [`Unrouted::answer`] is what the client gets.
+#[derive(Debug)]
+enum Unrouted {
+    BadHost(host::HostError),
+    UnknownHost(String),
+    NoTargets(String),
+    NotAvailable { namespace: String, revision: String },
+}
+
+impl Unrouted {
+    fn answer(self) -> Response<Body> {
+        match self {
+            Unrouted::BadHost(host::HostError::Missing) => {
+                text_response(StatusCode::BAD_REQUEST, "missing Host header\n")
+            }
+            Unrouted::BadHost(host::HostError::Invalid) => {
+                text_response(StatusCode::BAD_REQUEST, "invalid Host header\n")
+            }
+            Unrouted::UnknownHost(host) => text_response(
+                StatusCode::NOT_FOUND,
+                &format!("no route for host {host:?}\n"),
+            ),
+            Unrouted::NoTargets(host) => text_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("route for host {host:?} has no traffic targets\n"),
+            ),
+            Unrouted::NotAvailable {
+                namespace,
+                revision,
+            } => text_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                &format!("revision \"{namespace}/{revision}\" is not available yet\n"),
+            ),
+        }
     }
 }
 

@@ -23,6 +23,7 @@ pub mod breaker;
 pub mod stats;
 pub mod timeout;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -174,67 +175,76 @@ impl ReplicaQueue {
     ///
     /// `Err(req)` ONLY when the request never reached the replica (connect failed) — the
     /// caller retries it on another replica; such a request does not count in stats.
-    pub async fn serve(
-        &self,
+    ///
+    /// Not an `async fn`: its arguments would be stored twice in the future (once as
+    /// arguments, once moved into the body), and the request's future is moved by value.
+    #[allow(
+        clippy::manual_async_fn,
+        reason = "an async fn stores its arguments twice in its future"
+    )]
+    pub fn serve<'a>(
+        &'a self,
         req: Request<Incoming>,
-        ctx: &ForwardContext,
-    ) -> Result<Response<Body>, Request<Incoming>> {
-        let start = Instant::now();
-        let Some(mut request) = InQueue::enter(&self.shared) else {
-            return Ok(text_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                DRAINING_MESSAGE,
-            ));
-        };
-        request.count(start, ctx.proxied_by_activator);
-
-        let deadlines = Deadlines::new(
-            start,
-            self.cfg.timeout,
-            self.cfg.response_start_timeout,
-            self.cfg.idle_timeout,
-        );
-        let mut sleep = timeout::timer(&deadlines);
-        let work = std::pin::pin!(async {
-            let permit = match &self.breaker {
-                Some(b) => Some(b.acquire().await?),
-                None => None,
+        ctx: &'a ForwardContext,
+    ) -> impl Future<Output = Result<Response<Body>, Request<Incoming>>> + Send + 'a {
+        async move {
+            let start = Instant::now();
+            let Some(mut request) = InQueue::enter(&self.shared) else {
+                return Ok(text_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    DRAINING_MESSAGE,
+                ));
             };
-            let admitted = Admitted::new(&self.shared, permit);
-            Ok::<_, QueueFull>((admitted, self.connector.forward(req, ctx).await))
-        });
-        // The breaker wait and the forward are both under the pre-header deadline; on
-        // timeout the work future is dropped, which leaves the queue or aborts the exchange.
-        let outcome = timeout::before_headers(&deadlines, &mut sleep, work).await;
-        let headers_at = Instant::now();
-        match outcome {
-            None => Ok(text_response(StatusCode::GATEWAY_TIMEOUT, TIMEOUT_MESSAGE)),
-            Some(Err(QueueFull)) => Ok(text_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                QUEUE_FULL_MESSAGE,
-            )),
-            Some(Ok((admitted, Ok(resp)))) => {
-                let (parts, body) = resp.into_parts();
-                let guard = Finish {
-                    _admitted: admitted,
-                    _request: request,
+            request.count(start, ctx.proxied_by_activator);
+
+            let deadlines = Deadlines::new(
+                start,
+                self.cfg.timeout,
+                self.cfg.response_start_timeout,
+                self.cfg.idle_timeout,
+            );
+            let mut sleep = timeout::timer(&deadlines);
+            let work = std::pin::pin!(async {
+                let permit = match &self.breaker {
+                    Some(b) => Some(b.acquire().await?),
+                    None => None,
                 };
-                let body = TimeoutBody::new(body, guard, deadlines, headers_at, sleep);
-                Ok(Response::from_parts(parts, wisp_net::boxed(body)))
-            }
-            Some(Ok((admitted, Err(ForwardError::Unreached(req, err))))) => {
-                tracing::debug!(replica = %self.replica, %err, "replica unreachable; request handed back");
-                // Slot first, then the drain count, so `drained()` never sees a stale slot.
-                drop(admitted);
-                request.forget(Instant::now());
-                Err(req)
-            }
-            Some(Ok((_admitted, Err(ForwardError::Upstream(err))))) => {
-                tracing::warn!(replica = %self.replica, %err, "upstream failed mid-request");
-                // Knative's proxy error handler answers a bare 502.
-                let mut resp = Response::new(wisp_net::empty());
-                *resp.status_mut() = StatusCode::BAD_GATEWAY;
-                Ok(resp)
+                let admitted = Admitted::new(&self.shared, permit);
+                Ok::<_, QueueFull>((admitted, self.connector.forward(req, ctx).await))
+            });
+            // The breaker wait and the forward are both under the pre-header deadline; on
+            // timeout the work future is dropped, which leaves the queue or aborts the exchange.
+            let outcome = timeout::before_headers(&deadlines, &mut sleep, work).await;
+            let headers_at = Instant::now();
+            match outcome {
+                None => Ok(text_response(StatusCode::GATEWAY_TIMEOUT, TIMEOUT_MESSAGE)),
+                Some(Err(QueueFull)) => Ok(text_response(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    QUEUE_FULL_MESSAGE,
+                )),
+                Some(Ok((admitted, Ok(resp)))) => {
+                    let (parts, body) = resp.into_parts();
+                    let guard = Finish {
+                        _admitted: admitted,
+                        _request: request,
+                    };
+                    let body = TimeoutBody::new(body, guard, deadlines, headers_at, sleep);
+                    Ok(Response::from_parts(parts, wisp_net::boxed(body)))
+                }
+                Some(Ok((admitted, Err(ForwardError::Unreached(req, err))))) => {
+                    tracing::debug!(replica = %self.replica, %err, "replica unreachable; request handed back");
+                    // Slot first, then the drain count, so `drained()` never sees a stale slot.
+                    drop(admitted);
+                    request.forget(Instant::now());
+                    Err(req)
+                }
+                Some(Ok((_admitted, Err(ForwardError::Upstream(err))))) => {
+                    tracing::warn!(replica = %self.replica, %err, "upstream failed mid-request");
+                    // Knative's proxy error handler answers a bare 502.
+                    let mut resp = Response::new(wisp_net::empty());
+                    *resp.status_mut() = StatusCode::BAD_GATEWAY;
+                    Ok(resp)
+                }
             }
         }
     }

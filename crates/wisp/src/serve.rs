@@ -191,10 +191,9 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         eprintln!("wisp: {what} listening on http://{bound}");
         let ingress = ingress.clone();
         let handler = move |req, peer| {
-            let ingress = ingress.clone();
-            // Boxed once here: the request's future is several KiB and hyper moves it by
+            // Boxed once here: the request's future is a few KiB and hyper moves it by
             // value on its way into the connection's state (memcpy per move).
-            Box::pin(async move { ingress.handle(req, peer, visibility).await })
+            Box::pin(ingress.handle(req, peer, visibility))
         };
         let mut stop = ingress_stop_rx.clone();
         let opts = ServerOptions {
