@@ -1,6 +1,7 @@
 //! Request bodies: JSON or YAML objects, merge patches, and the size limit.
 
 use axum::{body::Body, http::HeaderMap};
+use http_body_util::BodyExt;
 use serde_json::Value;
 
 use crate::error::ApiError;
@@ -8,21 +9,35 @@ use crate::error::ApiError;
 /// Kubernetes' request body limit (3 MiB).
 pub const MAX_BODY_BYTES: usize = 3 * 1024 * 1024;
 
+/// How much of a body past the limit is still read (and dropped) before the 413: a client
+/// that is still sending would otherwise have its connection closed under it and see a
+/// broken pipe instead of the answer.
+const DRAIN_BYTES: usize = 16 * 1024 * 1024;
+
 /// Reads the whole body, answering 413 past the limit.
-pub async fn read(body: Body) -> Result<bytes::Bytes, ApiError> {
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|e| {
-            // to_bytes reports a length-limit error through its source chain.
-            let too_large =
-                std::iter::successors(Some(&e as &dyn std::error::Error), |e| e.source())
-                    .any(|e| e.is::<http_body_util::LengthLimitError>());
-            if too_large {
-                ApiError::too_large()
-            } else {
-                ApiError::bad_request(format!("failed to read request body: {e}"))
-            }
-        })
+pub async fn read(mut body: Body) -> Result<bytes::Bytes, ApiError> {
+    let mut buf = bytes::BytesMut::new();
+    let mut seen = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = frame
+            .map_err(|e| ApiError::bad_request(format!("failed to read request body: {e}")))?;
+        let Ok(data) = frame.into_data() else {
+            continue;
+        };
+        seen = seen.saturating_add(data.len());
+        if seen <= MAX_BODY_BYTES {
+            buf.extend_from_slice(&data);
+        } else if seen > MAX_BODY_BYTES.saturating_add(DRAIN_BYTES) {
+            break;
+        } else if !buf.is_empty() {
+            // Over the limit: only counting from here on.
+            buf = bytes::BytesMut::new();
+        }
+    }
+    if seen > MAX_BODY_BYTES {
+        return Err(ApiError::too_large());
+    }
+    Ok(buf.freeze())
 }
 
 /// The media type of the body, without parameters, lower-cased.
@@ -98,6 +113,46 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[tokio::test]
+    async fn bodies_past_the_limit_are_413_and_read_to_the_end() {
+        let ok = read(Body::from(vec![b'x'; MAX_BODY_BYTES])).await.unwrap();
+        assert_eq!(ok.len(), MAX_BODY_BYTES);
+        for len in [MAX_BODY_BYTES + 1, MAX_BODY_BYTES + DRAIN_BYTES + 1] {
+            let err = read(Body::from(vec![b'x'; len])).await.unwrap_err();
+            assert_eq!(err.status.code, 413, "{len}");
+        }
+        // Read to its end: a sender would have finished writing before the answer.
+        let (mut tx, rx) = tokio::io::duplex(64 * 1024);
+        let chunks = futures_util::stream::unfold(rx, |mut rx| async move {
+            use tokio::io::AsyncReadExt;
+            let mut chunk = vec![0u8; 64 * 1024];
+            match rx.read(&mut chunk).await {
+                Ok(0) | Err(_) => None,
+                Ok(n) => {
+                    chunk.truncate(n);
+                    Some((Ok::<_, std::io::Error>(bytes::Bytes::from(chunk)), rx))
+                }
+            }
+        });
+        let writer = tokio::spawn(async move {
+            use tokio::io::AsyncWriteExt;
+            tx.write_all(&vec![b'x'; MAX_BODY_BYTES + 1024 * 1024])
+                .await
+        });
+        assert_eq!(
+            read(Body::from_stream(chunks))
+                .await
+                .unwrap_err()
+                .status
+                .code,
+            413
+        );
+        let written = tokio::time::timeout(std::time::Duration::from_secs(10), writer)
+            .await
+            .expect("the sender was left blocked: the body was not read to its end");
+        written.unwrap().expect("the whole body was taken");
+    }
 
     #[test]
     fn merge_patch_follows_rfc7386() {
