@@ -331,6 +331,9 @@ impl Inner {
     }
 
     fn scale(self: &Arc<Self>, spec: &ReplicaSpec, replicas: u32) {
+        // Before any replica starts: `push_log` drops lines of a revision it has no buffer
+        // for, and a replica spawned below may print before this thread runs on.
+        lock(&self.logs).entry(spec.key.clone()).or_default();
         let changed = {
             let mut guard = lock(&self.state);
             let state = &mut *guard;
@@ -368,7 +371,6 @@ impl Inner {
             }
             changed
         };
-        lock(&self.logs).entry(spec.key.clone()).or_default();
         if changed {
             self.notify(&spec.key);
         }
