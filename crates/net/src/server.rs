@@ -4,8 +4,8 @@
 //! read) tell HTTP/1 from the HTTP/2 preface; the connection then goes straight to hyper's
 //! HTTP/1 server (with upgrades, so websockets work) or its HTTP/2 one: no rewinding reader
 //! between hyper and the socket. Draining is a shutdown signal (`Stop`) each connection
-//! turns into hyper's graceful shutdown. Connection tasks may run on other runtimes than the accept
-//! loop (`ServerOptions::runtimes`), round-robin.
+//! turns into hyper's graceful shutdown. Connection tasks may run on other runtimes than
+//! the accept loop (`ServerOptions::runtimes`), round-robin.
 //!
 //! Limits, and why:
 //! - connections are bounded by a semaphore: over the limit the accept loop stops accepting
