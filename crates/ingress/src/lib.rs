@@ -117,7 +117,8 @@ impl Ingress {
         } else {
             None
         };
-        // Pick the revision inside the snapshot's scope, copying out only the names.
+        // The snapshot is held only while picking; what leaves it is the backend's `Arc`
+        // (names are copied out only for an error).
         let table = self.routing.load();
         let target = match targets(&table, &host, listener, tag) {
             Ok(t) => split::pick(t),

@@ -213,7 +213,8 @@ impl ReplicaQueue {
                 Ok::<_, QueueFull>((admitted, self.connector.forward(req, ctx).await))
             });
             // The breaker wait and the forward are both under the pre-header deadline; on
-            // timeout the work future is dropped, which leaves the queue or aborts the exchange.
+            // timeout this future returns at once, dropping the pinned work future with it,
+            // which leaves the queue or aborts the exchange.
             let outcome = timeout::before_headers(&deadlines, &mut sleep, work).await;
             let headers_at = Instant::now();
             match outcome {
