@@ -18,7 +18,8 @@ pub const DEFAULT_HOLD_BOUND: usize = 10_000;
 /// How often the stats are reported (Knative's queue-proxy and activator: 1 s).
 pub const STATS_PERIOD: Duration = Duration::from_secs(1);
 
-type Map = HashMap<String, HashMap<String, Arc<RevisionBackend>>>;
+// foldhash, not SipHash: every request looks its revision up here (two lookups).
+type Map = foldhash::HashMap<String, foldhash::HashMap<String, Arc<RevisionBackend>>>;
 
 /// One replica's report.
 #[derive(Clone, Debug, PartialEq)]
@@ -95,7 +96,7 @@ impl Backends {
     /// Proxy mode): then requests also wait here for a replica with a free slot.
     pub fn new(hold_bound: usize, poke: Poke, in_path: InPath) -> Arc<Backends> {
         Arc::new(Backends {
-            map: ArcSwap::from_pointee(HashMap::new()),
+            map: ArcSwap::from_pointee(Map::default()),
             hold_bound: hold_bound.max(1),
             poke,
             in_path,
@@ -118,7 +119,7 @@ impl Backends {
     }
 
     pub fn len(&self) -> usize {
-        self.map.load().values().map(HashMap::len).sum()
+        self.map.load().values().map(|m| m.len()).sum()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -159,7 +160,7 @@ impl Backends {
             removed = next
                 .get_mut(&key.namespace)
                 .and_then(|m| m.remove(&key.name));
-            if next.get(&key.namespace).is_some_and(HashMap::is_empty) {
+            if next.get(&key.namespace).is_some_and(|m| m.is_empty()) {
                 next.remove(&key.namespace);
             }
             next

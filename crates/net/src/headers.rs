@@ -73,28 +73,21 @@ const HOP_BY_HOP: [HeaderName; 6] = [
 /// `upgrade`: the request is an HTTP/1.1 upgrade (keep `Upgrade`, `Connection: upgrade`).
 /// `ctx.proxied_by_activator` changes nothing here (the queue-proxy counts it in its stats).
 pub fn prepare_request(h: &mut HeaderMap, ctx: &ForwardContext, upgrade: bool) {
-    // Most requests carry none of the headers to strip: one scan of the names instead of
-    // a dozen hashed removes that find nothing.
-    let special = upgrade || h.keys().any(is_special);
-    if special {
+    let mut seen = Seen::scan(h);
+    if upgrade || seen.special {
         strip_hop_by_hop(h, upgrade);
         keep_te_trailers(h);
         // The activator/ingress may have rewritten Host; the app must see the client's.
         if let Some(original) = h.remove(K_ORIGINAL_HOST) {
             h.insert(HOST, original);
         }
-    }
-    add_forwarded_for(h, ctx);
-    if !h.contains_key(FORWARDED)
-        && let Some(fwd) = synthesize_forwarded(h)
-    {
-        h.insert(FORWARDED, fwd);
-    }
-    if special {
         h.remove(KNATIVE_SERVING_REVISION);
         h.remove(KNATIVE_SERVING_NAMESPACE);
         h.remove(K_PROXY_REQUEST);
+        // `Connection` may have listed any of the forwarding headers.
+        seen = Seen::scan(h);
     }
+    add_forwarded(h, ctx, &seen, !seen.forwarded);
 }
 
 /// Rewrites request headers for a hop between wisp proxies (ingress → activator →
@@ -104,13 +97,44 @@ pub fn prepare_request(h: &mut HeaderMap, ctx: &ForwardContext, upgrade: bool) {
 /// `ctx.proxied_by_activator`, and `Forwarded` is left to the last hop (so it lists every
 /// proxy in `X-Forwarded-For`).
 pub fn prepare_proxy_request(h: &mut HeaderMap, ctx: &ForwardContext, upgrade: bool) {
-    if upgrade || h.keys().any(is_special) {
+    let mut seen = Seen::scan(h);
+    if upgrade || seen.special {
         strip_hop_by_hop(h, upgrade);
         keep_te_trailers(h);
+        seen = Seen::scan(h);
     }
-    add_forwarded_for(h, ctx);
+    add_forwarded(h, ctx, &seen, false);
     if ctx.proxied_by_activator {
         h.insert(K_PROXY_REQUEST, HeaderValue::from_static("activator"));
+    }
+}
+
+/// What one pass over a request's header names found. Most requests carry none of the
+/// headers to strip and none of the forwarding headers: one scan of the names instead of a
+/// dozen hashed lookups that find nothing.
+#[derive(Debug, Default)]
+struct Seen {
+    /// A name the hop-by-hop or internal rules remove or rewrite ([`is_special`]).
+    special: bool,
+    x_forwarded_for: bool,
+    x_forwarded_proto: bool,
+    x_forwarded_host: bool,
+    forwarded: bool,
+}
+
+impl Seen {
+    fn scan(h: &HeaderMap) -> Seen {
+        let mut seen = Seen::default();
+        for name in h.keys() {
+            match name.as_str() {
+                "x-forwarded-for" => seen.x_forwarded_for = true,
+                "x-forwarded-proto" => seen.x_forwarded_proto = true,
+                "x-forwarded-host" => seen.x_forwarded_host = true,
+                "forwarded" => seen.forwarded = true,
+                _ => seen.special |= is_special(name),
+            }
+        }
+        seen
     }
 }
 
@@ -268,9 +292,11 @@ fn keep_te_trailers(h: &mut HeaderMap) {
     }
 }
 
-fn add_forwarded_for(h: &mut HeaderMap, ctx: &ForwardContext) {
+/// Appends the client to `X-Forwarded-For`, sets `X-Forwarded-Proto`/`-Host` when absent
+/// and, with `synthesize`, adds `Forwarded` built from the three. `seen` must describe `h`.
+fn add_forwarded(h: &mut HeaderMap, ctx: &ForwardContext, seen: &Seen, synthesize: bool) {
     let ip = ip_text(ctx.client_addr);
-    let value = if h.contains_key(X_FORWARDED_FOR) {
+    let xff = if seen.x_forwarded_for {
         // Several X-Forwarded-For lines mean one comma-separated list (RFC 9110 §5.3).
         let mut joined = Vec::with_capacity(64);
         for v in h.get_all(X_FORWARDED_FOR) {
@@ -287,21 +313,44 @@ fn add_forwarded_for(h: &mut HeaderMap, ctx: &ForwardContext) {
             joined.extend_from_slice(b", ");
         }
         joined.extend_from_slice(&ip);
-        // `from_maybe_shared` validates in place: no second copy of the built value.
-        HeaderValue::from_maybe_shared(Bytes::from(joined))
+        joined
     } else {
-        HeaderValue::from_maybe_shared(Bytes::from(ip))
+        ip
     };
-    if let Ok(v) = value {
+    let host = if seen.x_forwarded_host {
+        None
+    } else {
+        h.get(HOST).cloned()
+    };
+    // Built from the values in hand, before they are inserted: no lookups of what was
+    // just set.
+    let forwarded = if synthesize {
+        let xfh = if seen.x_forwarded_host {
+            h.get(X_FORWARDED_HOST)
+        } else {
+            host.as_ref()
+        };
+        let xfp = if seen.x_forwarded_proto {
+            h.get(X_FORWARDED_PROTO).map(HeaderValue::as_bytes)
+        } else {
+            Some(ctx.scheme.as_bytes())
+        };
+        synthesize_forwarded(&xff, xfh.map(HeaderValue::as_bytes), xfp)
+    } else {
+        None
+    };
+    // `from_maybe_shared` validates in place: no second copy of the built value.
+    if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(xff)) {
         h.insert(X_FORWARDED_FOR, v);
     }
-    if !h.contains_key(X_FORWARDED_PROTO) {
+    if !seen.x_forwarded_proto {
         h.insert(X_FORWARDED_PROTO, scheme_value(ctx.scheme));
     }
-    if !h.contains_key(X_FORWARDED_HOST)
-        && let Some(host) = h.get(HOST).cloned()
-    {
+    if let Some(host) = host {
         h.insert(X_FORWARDED_HOST, host);
+    }
+    if let Some(forwarded) = forwarded {
+        h.insert(FORWARDED, forwarded);
     }
 }
 
@@ -336,17 +385,13 @@ fn scheme_value(scheme: &'static str) -> HeaderValue {
     }
 }
 
-/// RFC 7239 `Forwarded` from `X-Forwarded-For/-Host/-Proto`, in the queue-proxy's layout:
-/// `for=<first>;host=<h>;proto=<p>, for=<second>, ...`. `None` when none is present.
-fn synthesize_forwarded(h: &HeaderMap) -> Option<HeaderValue> {
-    let xff = h.get(X_FORWARDED_FOR).map(HeaderValue::as_bytes);
-    let xfh = h.get(X_FORWARDED_HOST).map(HeaderValue::as_bytes);
-    let xfp = h.get(X_FORWARDED_PROTO).map(HeaderValue::as_bytes);
-    let mut out =
-        Vec::with_capacity(xff.map_or(0, |v| v.len() * 2) + xfh.map_or(0, <[u8]>::len) + 32);
+/// RFC 7239 `Forwarded` from the `X-Forwarded-For/-Host/-Proto` values, in the
+/// queue-proxy's layout: `for=<first>;host=<h>;proto=<p>, for=<second>, ...`. `None` when
+/// all are empty.
+fn synthesize_forwarded(xff: &[u8], xfh: Option<&[u8]>, xfp: Option<&[u8]>) -> Option<HeaderValue> {
+    let mut out = Vec::with_capacity(xff.len() * 2 + xfh.map_or(0, <[u8]>::len) + 32);
     let mut nodes = xff
-        .into_iter()
-        .flat_map(|v| v.split(|b| *b == b','))
+        .split(|b| *b == b',')
         .map(<[u8]>::trim_ascii)
         .filter(|n| !n.is_empty());
     if let Some(first) = nodes.next() {
@@ -408,8 +453,27 @@ fn write_value(out: &mut Vec<u8>, value: &[u8]) {
 }
 
 fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+    TCHAR[usize::from(b)]
 }
+
+/// RFC 9110 `tchar` as a table: every request's `Forwarded` value is checked byte by byte,
+/// and a search of the punctuation list per byte was a visible share of the request path.
+const TCHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric();
+        b += 1;
+    }
+    let punctuation = b"!#$%&'*+-.^_`|~";
+    let mut i = 0;
+    while i < punctuation.len() {
+        table[punctuation[i] as usize] = true;
+        i += 1;
+    }
+    table
+};
 
 #[cfg(test)]
 mod tests {
@@ -596,6 +660,24 @@ mod tests {
                 vec![("te", "trailers")],
             ),
             (vec![("te", "gzip")], false, vec!["te"], vec![]),
+            (
+                // Forwarding headers named in `Connection` are dropped before they are
+                // completed: the app sees this hop's values only.
+                vec![
+                    ("host", "h.example.com"),
+                    ("connection", "x-forwarded-for, x-forwarded-host, forwarded"),
+                    ("x-forwarded-for", "9.9.9.9"),
+                    ("x-forwarded-host", "spoofed.example.com"),
+                    ("forwarded", "for=9.9.9.9"),
+                ],
+                false,
+                vec!["connection"],
+                vec![
+                    ("x-forwarded-for", "1.2.3.4"),
+                    ("x-forwarded-host", "h.example.com"),
+                    ("forwarded", "for=1.2.3.4;host=h.example.com;proto=http"),
+                ],
+            ),
         ];
         for (headers, upgrade, gone, kept) in cases {
             let mut h = map(&headers);
@@ -742,6 +824,15 @@ mod tests {
             prepare_target(&mut p, protocol);
             assert_eq!(p.uri.to_string(), want_uri, "{uri} {protocol:?}");
             assert_eq!(get(&p.headers, "host"), want_host, "{uri} {protocol:?}");
+        }
+    }
+
+    #[test]
+    fn tchar_table_is_rfc_9110() {
+        let punctuation = b"!#$%&'*+-.^_`|~";
+        for b in 0..=u8::MAX {
+            let expected = b.is_ascii_alphanumeric() || punctuation.contains(&b);
+            assert_eq!(is_tchar(b), expected, "{b:#04x}");
         }
     }
 

@@ -21,7 +21,7 @@
 //!   reconciled now (a poke, or a new replica count to apply).
 
 use std::{
-    collections::{HashMap, HashSet},
+    collections::HashSet,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
@@ -60,7 +60,8 @@ pub struct RevisionScale {
     pub num_activators: i32,
 }
 
-type Decisions = HashMap<RevisionKey, RevisionScale>;
+/// foldhash, not SipHash: every proxied request looks its revision up here.
+pub type Decisions = foldhash::HashMap<RevisionKey, RevisionScale>;
 
 /// The shared autoscaling state of one `wisp serve` (see the module doc).
 pub struct Scaling {
@@ -97,7 +98,7 @@ impl Scaling {
         Scaling {
             clock,
             collector: Mutex::new(Collector::new()),
-            decisions: ArcSwap::from_pointee(HashMap::new()),
+            decisions: ArcSwap::from_pointee(Decisions::default()),
             poked: Mutex::new(HashSet::new()),
             wake: broadcast::channel(WAKE_CAPACITY).0,
         }
@@ -163,7 +164,7 @@ impl Scaling {
     }
 
     /// Every revision's last decision (a snapshot).
-    pub fn decisions(&self) -> Arc<HashMap<RevisionKey, RevisionScale>> {
+    pub fn decisions(&self) -> Arc<Decisions> {
         self.decisions.load_full()
     }
 
