@@ -47,7 +47,7 @@ mod supervisor;
 mod tests;
 
 use std::{
-    collections::{BTreeMap, HashMap},
+    collections::{BTreeMap, HashMap, HashSet},
     future::Future,
     net::{Ipv4Addr, SocketAddr, TcpListener},
     path::{Path, PathBuf},
@@ -213,13 +213,37 @@ fn failure(c: &Container) -> Option<Failure> {
 }
 
 /// A free loopback port: bound and released at once. Another process could take it in
-/// between, but the kernel hands out ephemeral ports round-robin, so that is unlikely; a
-/// replica that then fails to bind crashes and is restarted on the same port.
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-        .local_addr()?
-        .port())
+/// between (a replica that then fails to bind crashes and is restarted on the same port,
+/// which works once that process lets go), but never another replica of this platform:
+/// the kernel picks a port at random on each bind, so two of 50 replicas started together
+/// got the same one in a few percent of runs, and the loser's restarts could never bind.
+fn free_port(taken: &HashSet<u16>) -> std::io::Result<u16> {
+    port_not_in(taken, || {
+        Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
+            .local_addr()?
+            .port())
+    })
 }
+
+/// The first port from `candidates` not in `taken`, within [`PORT_ATTEMPTS`] tries.
+fn port_not_in(
+    taken: &HashSet<u16>,
+    mut candidates: impl FnMut() -> std::io::Result<u16>,
+) -> std::io::Result<u16> {
+    for _ in 0..PORT_ATTEMPTS {
+        let port = candidates()?;
+        if !taken.contains(&port) {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::new(
+        std::io::ErrorKind::AddrInUse,
+        format!("{PORT_ATTEMPTS} ports in a row were already held by other replicas"),
+    ))
+}
+
+/// How many kernel-chosen ports [`free_port`] tries before giving up.
+const PORT_ATTEMPTS: usize = 64;
 
 impl ProcessPlatform {
     /// Creates the platform. `state_dir` holds pid records (for cleanup after a crash of
@@ -340,6 +364,14 @@ impl Inner {
             if state.shut_down {
                 return;
             }
+            // Every port a replica of this platform holds (stopping ones too), so that a
+            // new replica never gets one of them.
+            let mut taken: HashSet<u16> = state
+                .revisions
+                .values()
+                .flat_map(|r| r.replicas.values())
+                .map(|e| e.status.address.port())
+                .collect();
             let rev = state
                 .revisions
                 .entry(spec.key.clone())
@@ -367,7 +399,7 @@ impl Inner {
             rev.desired = replicas;
             rev.failure = failure(&spec.container);
             if rev.failure.is_none() {
-                changed |= self.converge(&mut state.next_id, rev, &spec.key);
+                changed |= self.converge(&mut state.next_id, rev, &spec.key, &mut taken);
             }
             changed
         };
@@ -383,6 +415,7 @@ impl Inner {
         next_id: &mut u64,
         rev: &mut Revision,
         key: &RevisionKey,
+        taken: &mut HashSet<u16>,
     ) -> bool {
         let mut active: Vec<(u32, u64)> = rev
             .replicas
@@ -404,8 +437,11 @@ impl Inner {
             let index = (1..)
                 .find(|i| rev.replicas.values().all(|r| r.index != *i))
                 .unwrap_or(u32::MAX);
-            let port = match free_port() {
-                Ok(port) => port,
+            let port = match free_port(taken) {
+                Ok(port) => {
+                    taken.insert(port);
+                    port
+                }
                 Err(e) => {
                     tracing::error!(revision = %key, "no free loopback port for a replica: {e}");
                     break;

@@ -658,3 +658,28 @@ async fn records_of_an_earlier_run_are_cleaned_up_but_recycled_pids_are_spared()
     unrelated.kill().await.unwrap();
     shut_down(&p, &state, &[]).await;
 }
+
+#[test]
+fn a_new_replica_never_gets_a_port_another_replica_holds() {
+    use std::collections::HashSet;
+
+    use super::{PORT_ATTEMPTS, port_not_in};
+
+    let taken: HashSet<u16> = [40_001, 40_002].into();
+    // (ports the kernel hands out in turn, the port chosen or None for an error)
+    let cases: [(&[u16], Option<u16>); 4] = [
+        (&[40_003], Some(40_003)),
+        (&[40_001, 40_002, 40_001, 40_004], Some(40_004)),
+        (&[], None),
+        (&[40_001; PORT_ATTEMPTS], None),
+    ];
+    for (offered, want) in cases {
+        let mut offered_iter = offered.iter().copied();
+        let got = port_not_in(&taken, || {
+            offered_iter
+                .next()
+                .ok_or_else(|| std::io::Error::other("no more ports"))
+        });
+        assert_eq!(got.ok(), want, "offered {offered:?}");
+    }
+}
