@@ -322,6 +322,7 @@ fn add_forwarded(h: &mut HeaderMap, ctx: &ForwardContext, seen: &Seen, synthesiz
     } else {
         h.get(HOST).cloned()
     };
+    let proto = (!seen.x_forwarded_proto).then(|| scheme_value(ctx.scheme));
     // Built from the values in hand, before they are inserted: no lookups of what was
     // just set.
     let forwarded = if synthesize {
@@ -331,11 +332,15 @@ fn add_forwarded(h: &mut HeaderMap, ctx: &ForwardContext, seen: &Seen, synthesiz
             host.as_ref()
         };
         let xfp = if seen.x_forwarded_proto {
-            h.get(X_FORWARDED_PROTO).map(HeaderValue::as_bytes)
+            h.get(X_FORWARDED_PROTO)
         } else {
-            Some(ctx.scheme.as_bytes())
+            proto.as_ref()
         };
-        synthesize_forwarded(&xff, xfh.map(HeaderValue::as_bytes), xfp)
+        synthesize_forwarded(
+            &xff,
+            xfh.map(HeaderValue::as_bytes),
+            xfp.map(HeaderValue::as_bytes),
+        )
     } else {
         None
     };
@@ -343,8 +348,8 @@ fn add_forwarded(h: &mut HeaderMap, ctx: &ForwardContext, seen: &Seen, synthesiz
     if let Ok(v) = HeaderValue::from_maybe_shared(Bytes::from(xff)) {
         h.insert(X_FORWARDED_FOR, v);
     }
-    if !seen.x_forwarded_proto {
-        h.insert(X_FORWARDED_PROTO, scheme_value(ctx.scheme));
+    if let Some(proto) = proto {
+        h.insert(X_FORWARDED_PROTO, proto);
     }
     if let Some(host) = host {
         h.insert(X_FORWARDED_HOST, host);
