@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # User-space instructions per proxied request, counted by valgrind's callgrind: the same
-# figure on every run of the same build (±0.5 %), where CPU time on this VM moves by ±20 %.
+# figure, within 1–2 %, on every run of the same build, where CPU time on this VM moves
+# by ±20 %.
 # For A/B work on the data plane's own code; it does not count kernel work, cache misses
 # or waits, so confirm a gain in time with ab.sh / dataplane_probe before believing it.
 #
