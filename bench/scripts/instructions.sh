@@ -11,7 +11,8 @@
 # Each WISP_BIN runs `serve` under callgrind with a fresh data dir and one Service
 # (min-scale 1, containerConcurrency 0, the `hello` sample); after a warm-up of 3 s the
 # counters are zeroed, `wrk -t1 -c8 -dSECS` (SECS, default 8) runs, and the counters are
-# dumped: instructions of the whole wisp process ÷ requests wrk completed. Needs valgrind,
+# dumped: instructions of the whole wisp process, less its idle rate over that time,
+# ÷ requests wrk completed. Needs valgrind,
 # wrk and `cargo build --release -p wisp -p wisp-samples -p wisp-bench`.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -62,6 +63,18 @@ measure() {
     "$reqs" $(((loaded - idle * secs / 3) / reqs)) $((idle / 3))
 }
 
+# answering URL HOST WHAT: waits (up to 150 s) until URL answers 200, else fails naming WHAT.
+answering() {
+  local code=""
+  for _ in $(seq 300); do
+    code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' ${2:+-H "Host: $2"} "$1" || true)
+    [ "$code" = 200 ] && return 0
+    sleep 0.5
+  done
+  echo "$3 never answered 200 at $1" >&2
+  return 1
+}
+
 # wait_for PATTERN FILE: the first match of an address line, within 120 s.
 wait_for() {
   local line
@@ -101,12 +114,7 @@ for bin in "$@"; do
   pid=$!
   pids+=("$pid")
   url=$(wait_for "wisp: ingress listening on" "$dir/log")/
-  for _ in $(seq 300); do
-    code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' -H 'Host: probe.default.example.com' "$url" || true)
-    [ "$code" = 200 ] && break
-    sleep 0.5
-  done
-  [ "$code" = 200 ] || { echo "$bin: the service never answered 200 (log: $dir/log)" >&2; exit 1; }
+  answering "$url" probe.default.example.com "$bin (log: $dir/log)"
   measure "$bin (ingress + queue)" "$url" probe.default.example.com "$pid" "$dir/cg"
   kill -TERM "$pid"
 done
@@ -123,10 +131,6 @@ if [ -n "${BARE:-}" ]; then
   pid=$!
   pids+=("$pid")
   url=http://127.0.0.1:$front/
-  for _ in $(seq 300); do
-    code=$(curl -s -m 5 -o /dev/null -w '%{http_code}' "$url" || true)
-    [ "$code" = 200 ] && break
-    sleep 0.2
-  done
+  answering "$url" "" "bare_proxy (log: $dir/log)"
   measure "bare_proxy (reference)" "$url" "" "$pid" "$dir/cg"
 fi
