@@ -91,7 +91,17 @@ impl Ingress {
         peer: SocketAddr,
         listener: Visibility,
     ) -> impl Future<Output = Response<Body>> + Send + use<> {
+        let mut req = req;
         let routed = self.route(&req, listener);
+        // The app gets exactly the Host wisp routed by: an absolute-form target's authority
+        // replaces the Host line beside it (RFC 9112 §3.2.2), and `K-Original-Host` — which
+        // the last hop turns back into Host — is wisp's own, never a client's to set.
+        if routed.is_ok() {
+            if let Some(host) = host::absolute_form(&req) {
+                req.headers_mut().insert(hyper::header::HOST, host);
+            }
+            req.headers_mut().remove(wisp_net::headers::K_ORIGINAL_HOST);
+        }
         let ctx = ForwardContext {
             client_addr: peer.ip(),
             scheme: "http",
@@ -149,12 +159,7 @@ enum Unrouted {
 impl Unrouted {
     fn answer(self) -> Response<Body> {
         match self {
-            Unrouted::BadHost(host::HostError::Missing) => {
-                text_response(StatusCode::BAD_REQUEST, "missing Host header\n")
-            }
-            Unrouted::BadHost(host::HostError::Invalid) => {
-                text_response(StatusCode::BAD_REQUEST, "invalid Host header\n")
-            }
+            Unrouted::BadHost(e) => text_response(StatusCode::BAD_REQUEST, e.message()),
             Unrouted::UnknownHost(host) => text_response(
                 StatusCode::NOT_FOUND,
                 &format!("no route for host {host:?}\n"),

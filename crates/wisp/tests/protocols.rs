@@ -450,8 +450,9 @@ fn headers_are_rewritten_as_knative_does() {
             "{body}"
         );
 
-        // `K-Original-Host` is consumed at the last hop: the app sees it as Host, never as a
-        // header (Knative's queue-proxy does the same, `RewriteHostOut`).
+        // `K-Original-Host` is wisp's own (the last hop turns it back into Host, as
+        // Knative's queue-proxy does in `RewriteHostOut`): a client's is dropped at the
+        // ingress, so the app sees the Host the request was routed by, and never the header.
         let (_, body) = get_text(
             &s.http_addr,
             host,
@@ -461,7 +462,7 @@ fn headers_are_rewritten_as_knative_does() {
         .await;
         let app = parse_seen(&body);
         assert!(seen(&app, "k-original-host").is_empty(), "{body}");
-        assert_eq!(seen(&app, "host"), ["original.example.com"], "{body}");
+        assert_eq!(seen(&app, "host"), [host], "{body}");
 
         // The way back: the app's hop-by-hop and internal response headers stop at the
         // proxy; its own headers pass.
