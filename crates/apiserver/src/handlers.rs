@@ -134,18 +134,25 @@ async fn list_or_watch(
         return watch::serve(st, kind, ns, selector, from, timeout).await;
     }
     let res = resource(kind);
-    let (items, rv) =
-        blocking(move || Ok(st.store.list(&res, ns.as_deref(), selector.as_ref())?)).await?;
-    Ok(ok(
-        StatusCode::OK,
-        json!({
+    // Read and encoded on the blocking pool: a large list is CPU work the async workers
+    // must not do.
+    let body = blocking(move || {
+        let (items, rv) = st.store.list(&res, ns.as_deref(), selector.as_ref())?;
+        serde_json::to_vec(&json!({
             "apiVersion": kind.api_version(),
             "kind": format!("{}List", kind.kind),
             "metadata": {"resourceVersion": rv.to_string()},
             "items": items,
-        }),
-        &[],
-    ))
+        }))
+        .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))
+    })
+    .await?;
+    Ok((
+        StatusCode::OK,
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response())
 }
 
 // === writes ===
@@ -221,61 +228,101 @@ pub async fn create(
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
-    let bytes = body::read(body).await?;
-    let mut obj = body::parse_object(&headers, &bytes)?;
-    normalize(kind, &mut obj, &ns, None)?;
-    {
-        let meta = obj["metadata"].as_object_mut().expect("normalized");
-        for server_owned in [
-            "uid",
-            "resourceVersion",
-            "generation",
-            "creationTimestamp",
-            "deletionTimestamp",
-        ] {
-            meta.remove(server_owned);
+    // Decoded and admitted on the CPU pool, before the write joins a batch (which holds
+    // the store): defaulting and validation need nothing stored. Only a generated name
+    // that is taken admits again, in the batch.
+    let (obj, generate, first) = decode(&st, &headers, body, {
+        let st = st.clone();
+        move |mut obj| {
+            normalize(kind, &mut obj, &ns, None)?;
+            let meta = obj["metadata"].as_object_mut().expect("normalized");
+            for server_owned in [
+                "uid",
+                "resourceVersion",
+                "generation",
+                "creationTimestamp",
+                "deletionTimestamp",
+            ] {
+                meta.remove(server_owned);
+            }
+            obj.as_object_mut().expect("object").remove("status");
+            let generate = obj["metadata"]["name"].as_str().unwrap_or("").is_empty()
+                && !obj["metadata"]["generateName"]
+                    .as_str()
+                    .unwrap_or("")
+                    .is_empty();
+            let first = admit_new(&st, kind, &obj, generate)?;
+            Ok((obj, generate, first))
         }
-        obj.as_object_mut().expect("object").remove("status");
-    }
-    let generate = obj["metadata"]["name"].as_str().unwrap_or("").is_empty()
-        && !obj["metadata"]["generateName"]
-            .as_str()
-            .unwrap_or("")
-            .is_empty();
-    let admit = move |st: &ApiState| {
-        let mut candidate = obj.clone();
-        if generate {
-            let prefix = candidate["metadata"]["generateName"]
-                .as_str()
-                .unwrap_or("")
-                .to_string();
-            candidate["metadata"]["name"] = format!("{prefix}{}", random_suffix()).into();
-        }
-        admission::admit(kind, candidate, None, &st.config, &st.user)
-    };
-    // Admitted before it joins a batch (which holds the store): defaulting and validation
-    // need nothing stored. Only a generated name that is taken admits again, in the batch.
-    let mut first = Some(admit(&st)?);
+    })
+    .await?;
+    let mut first = Some(first);
     write(st, move |st| {
         let res = resource(kind);
-        for _ in 0..CAS_RETRIES {
-            let admitted = match first.take() {
-                Some(a) => a,
-                None => admit(st)?,
-            };
-            match st.store.create(&res, admitted.object) {
-                Ok(created) => return Ok(ok(StatusCode::CREATED, created, &admitted.warnings)),
-                Err(StoreError::AlreadyExists { .. }) if generate => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(ApiError::new(
-            500,
-            "AlreadyExists",
-            "could not generate a unique name",
-        ))
+        cas_retries(
+            || {
+                let admitted = match first.take() {
+                    Some(a) => a,
+                    None => admit_new(st, kind, &obj, generate)?,
+                };
+                match st.store.create(&res, admitted.object) {
+                    Ok(created) => Ok(Some(ok(StatusCode::CREATED, created, &admitted.warnings))),
+                    Err(StoreError::AlreadyExists { .. }) if generate => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            },
+            || ApiError::new(500, "AlreadyExists", "could not generate a unique name"),
+        )
     })
     .await
+}
+
+/// Admission of a new object; with `generate`, under a fresh name from its generateName.
+fn admit_new(
+    st: &ApiState,
+    kind: &'static ResourceKind,
+    obj: &Value,
+    generate: bool,
+) -> Result<admission::Admitted, ApiError> {
+    let mut candidate = obj.clone();
+    if generate {
+        let prefix = candidate["metadata"]["generateName"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        candidate["metadata"]["name"] = format!("{prefix}{}", random_suffix()).into();
+    }
+    admission::admit(kind, candidate, None, &st.config, &st.user)
+}
+
+/// Runs `attempt` until it no longer asks to be retried (`Ok(None)`: it lost a
+/// compare-and-swap race it started itself, or drew a taken generated name), at most
+/// [`CAS_RETRIES`] times; then answers `exhausted()`.
+fn cas_retries<T>(
+    mut attempt: impl FnMut() -> Result<Option<T>, ApiError>,
+    exhausted: impl FnOnce() -> ApiError,
+) -> Result<T, ApiError> {
+    for _ in 0..CAS_RETRIES {
+        if let Some(done) = attempt()? {
+            return Ok(done);
+        }
+    }
+    Err(exhausted())
+}
+
+/// Reads the body within the shared byte budget, then decodes it (JSON or YAML by its
+/// content type) and runs `then` on the decoded object, both on the CPU pool.
+async fn decode<T: Send + 'static>(
+    st: &ApiState,
+    headers: &HeaderMap,
+    body: Body,
+    then: impl FnOnce(Value) -> Result<T, ApiError> + Send + 'static,
+) -> Result<T, ApiError> {
+    let bytes = body::read(body, &st.body_budget).await?;
+    let content_type = body::content_type(headers);
+    st.cpu
+        .run(move || then(body::parse_as(&content_type, &bytes)?))
+        .await?
 }
 
 /// Kubernetes' generateName suffix: 5 characters from an alphabet without vowels or
@@ -296,9 +343,14 @@ pub async fn replace(
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
-    let bytes = body::read(body).await?;
-    let mut obj = body::parse_object(&headers, &bytes)?;
-    normalize(kind, &mut obj, &ns, Some(&name))?;
+    let obj = decode(&st, &headers, body, {
+        let (ns, name) = (ns.clone(), name.clone());
+        move |mut obj| {
+            normalize(kind, &mut obj, &ns, Some(&name))?;
+            Ok(obj)
+        }
+    })
+    .await?;
     write(st, move |st| {
         update_with(st, kind, &ns, &name, |_old| Ok(obj.clone()))
     })
@@ -312,7 +364,7 @@ pub async fn patch(
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
-    let patch = patch_body(&headers, body).await?;
+    let patch = patch_body(&st, &headers, body).await?;
     write(st, move |st| {
         update_with(st, kind, &ns, &name, |old| {
             let mut merged = old.clone();
@@ -324,7 +376,7 @@ pub async fn patch(
     .await
 }
 
-async fn patch_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
+async fn patch_body(st: &ApiState, headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
     let ct = body::content_type(headers);
     if !matches!(
         ct.as_str(),
@@ -334,8 +386,7 @@ async fn patch_body(headers: &HeaderMap, body: Body) -> Result<Value, ApiError> 
     ) {
         return Err(ApiError::unsupported_media_type(&ct));
     }
-    let bytes = body::read(body).await?;
-    body::parse_object(headers, &bytes)
+    decode(st, headers, body, Ok).await
 }
 
 /// Read-admit-write with compare-and-swap. `build` turns the stored object into the object
@@ -349,55 +400,64 @@ fn update_with(
     build: impl Fn(&Value) -> Result<Value, ApiError>,
 ) -> Result<Response, ApiError> {
     let res = resource(kind);
-    for _ in 0..CAS_RETRIES {
-        let old = st
-            .store
-            .get(&res, ns, name)?
-            .ok_or_else(|| ApiError::not_found(&res, name))?;
-        let mut new = build(&old)?;
-        let client_rv = new["metadata"]["resourceVersion"]
-            .as_str()
-            .unwrap_or("")
-            .to_string();
-        // Status is written through /status only; server-owned metadata comes from the store.
-        if let Some(status) = old.get("status") {
-            new["status"] = status.clone();
-        } else if let Some(m) = new.as_object_mut() {
-            m.remove("status");
-        }
-        for server_owned in [
-            "uid",
-            "generation",
-            "creationTimestamp",
-            "deletionTimestamp",
-        ] {
-            match old["metadata"].get(server_owned) {
-                Some(v) => new["metadata"][server_owned] = v.clone(),
-                None => {
-                    if let Some(m) = new["metadata"].as_object_mut() {
-                        m.remove(server_owned);
+    cas_retries(
+        || {
+            let old = st
+                .store
+                .get(&res, ns, name)?
+                .ok_or_else(|| ApiError::not_found(&res, name))?;
+            let mut new = build(&old)?;
+            let client_rv = new["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            // Status is written through /status only; server-owned metadata comes from the
+            // store.
+            if let Some(status) = old.get("status") {
+                new["status"] = status.clone();
+            } else if let Some(m) = new.as_object_mut() {
+                m.remove("status");
+            }
+            for server_owned in [
+                "uid",
+                "generation",
+                "creationTimestamp",
+                "deletionTimestamp",
+            ] {
+                match old["metadata"].get(server_owned) {
+                    Some(v) => new["metadata"][server_owned] = v.clone(),
+                    None => {
+                        if let Some(m) = new["metadata"].as_object_mut() {
+                            m.remove(server_owned);
+                        }
                     }
                 }
             }
-        }
-        let admitted = admission::admit(kind, new, Some(&old), &st.config, &st.user)?;
-        let mut object = admitted.object;
-        if client_rv.is_empty() {
-            object["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-        }
-        match st.store.update(&res, object) {
-            Ok(updated) => return Ok(ok(StatusCode::OK, updated, &admitted.warnings)),
-            Err(StoreError::Conflict { .. }) if client_rv.is_empty() => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(ApiError::new(
+            let admitted = admission::admit(kind, new, Some(&old), &st.config, &st.user)?;
+            let mut object = admitted.object;
+            if client_rv.is_empty() {
+                object["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+            }
+            match st.store.update(&res, object) {
+                Ok(updated) => Ok(Some(ok(StatusCode::OK, updated, &admitted.warnings))),
+                // Only a conflict with the version this attempt read is ours to retry; a
+                // client-supplied resourceVersion's conflict is the client's.
+                Err(StoreError::Conflict { .. }) if client_rv.is_empty() => Ok(None),
+                Err(e) => Err(e.into()),
+            }
+        },
+        || too_many_updates(&res, name),
+    )
+}
+
+fn too_many_updates(res: &str, name: &str) -> ApiError {
+    ApiError::new(
         409,
         "Conflict",
         format!(
             "Operation cannot be fulfilled on {res} {name:?}: too many concurrent updates; please retry"
         ),
-    ))
+    )
 }
 
 pub async fn replace_status(
@@ -407,10 +467,15 @@ pub async fn replace_status(
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
-    let bytes = body::read(body).await?;
-    let mut obj = body::parse_object(&headers, &bytes)?;
-    normalize(kind, &mut obj, &ns, Some(&name))?;
-    admission::decode::<wisp_api::serving::Object<Value, Value>>(kind, &obj)?;
+    let obj = decode(&st, &headers, body, {
+        let (ns, name) = (ns.clone(), name.clone());
+        move |mut obj| {
+            normalize(kind, &mut obj, &ns, Some(&name))?;
+            admission::decode::<wisp_api::serving::Object<Value, Value>>(kind, &obj)?;
+            Ok(obj)
+        }
+    })
+    .await?;
     let res = resource(kind);
     write(st, move |st| {
         Ok(ok(StatusCode::OK, st.store.update_status(&res, obj)?, &[]))
@@ -425,30 +490,28 @@ pub async fn patch_status(
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
-    let patch = patch_body(&headers, body).await?;
+    let patch = patch_body(&st, &headers, body).await?;
     let res = resource(kind);
     write(st, move |st| {
-        for _ in 0..CAS_RETRIES {
-            let old = st
-                .store
-                .get(&res, &ns, &name)?
-                .ok_or_else(|| ApiError::not_found(&res, &name))?;
-            let mut merged = old.clone();
-            merge_patch(&mut merged, &patch);
-            normalize(kind, &mut merged, &ns, Some(&name))?;
-            admission::decode::<wisp_api::serving::Object<Value, Value>>(kind, &merged)?;
-            merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
-            match st.store.update_status(&res, merged) {
-                Ok(o) => return Ok(ok(StatusCode::OK, o, &[])),
-                Err(StoreError::Conflict { .. }) => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(ApiError::new(
-            409,
-            "Conflict",
-            "too many concurrent updates; please retry",
-        ))
+        cas_retries(
+            || {
+                let old = st
+                    .store
+                    .get(&res, &ns, &name)?
+                    .ok_or_else(|| ApiError::not_found(&res, &name))?;
+                let mut merged = old.clone();
+                merge_patch(&mut merged, &patch);
+                normalize(kind, &mut merged, &ns, Some(&name))?;
+                admission::decode::<wisp_api::serving::Object<Value, Value>>(kind, &merged)?;
+                merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+                match st.store.update_status(&res, merged) {
+                    Ok(o) => Ok(Some(ok(StatusCode::OK, o, &[]))),
+                    Err(StoreError::Conflict { .. }) => Ok(None),
+                    Err(e) => Err(e.into()),
+                }
+            },
+            || too_many_updates(&res, &name),
+        )
     })
     .await
 }

@@ -9,8 +9,10 @@
 
 pub mod admission;
 pub mod body;
+pub mod cpu;
 pub mod error;
 mod handlers;
+pub mod inflight;
 mod logs;
 mod watch;
 
@@ -46,6 +48,12 @@ pub struct ApiState {
     /// Turns true when the server shuts down: open watches and log follows end then, so
     /// a graceful shutdown does not wait on streams that never finish by themselves.
     pub stopping: tokio::sync::watch::Receiver<bool>,
+    /// Where decoding, admission and list encodes run (never on the async workers).
+    pub cpu: cpu::CpuPool,
+    /// kube-apiserver's max-in-flight bounds.
+    pub inflight: inflight::InFlight,
+    /// Bytes of request bodies buffered at once, across all requests.
+    pub body_budget: inflight::BodyBudget,
 }
 
 /// The whole API as an axum router.
@@ -75,6 +83,12 @@ pub fn router(state: ApiState) -> Router {
         )
         .fallback(|| async { ApiError::path_not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
+        // Layers run bottom-up: authentication first, then the in-flight bounds (as in
+        // kube-apiserver, an unauthenticated request never takes a slot).
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            inflight::limit,
+        ))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
         .layer(axum::extract::DefaultBodyLimit::disable());
     Router::new()

@@ -59,6 +59,15 @@ pub struct ServeArgs {
     /// Manifests to apply once the server is up, as `wisp apply -f` would (repeatable).
     #[arg(long = "apply", value_name = "FILE")]
     pub apply: Vec<String>,
+    /// API requests other than writes (get, list) served at once; past it, 429 with
+    /// `Retry-After: 1` (kube-apiserver's flag and default). Watches and logs are not
+    /// counted. 0: no bound.
+    #[arg(long, default_value_t = wisp_apiserver::inflight::DEFAULT_MAX_REQUESTS_INFLIGHT)]
+    pub max_requests_inflight: usize,
+    /// API writes (create, update, patch, delete) served at once; past it, 429 (as
+    /// kube-apiserver). 0: no bound.
+    #[arg(long, default_value_t = wisp_apiserver::inflight::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT)]
+    pub max_mutating_requests_inflight: usize,
 }
 
 /// The user recorded as `serving.knative.dev/creator` for writes made with the token.
@@ -173,19 +182,28 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
             .map_or_else(crate::dataplane::default_threads, usize::from),
     )
     .context("starting the data-plane threads")?;
+    let runtimes = dataplane.handles();
     let mut ingresses = Vec::new();
-    for (addr, visibility, what) in [
+    for (i, (addr, visibility, what)) in [
         (args.http_addr, Visibility::External, "ingress"),
         (
             args.local_addr,
             Visibility::ClusterLocal,
             "cluster-local ingress",
         ),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding the {what} address {addr}"))?;
         let bound = listener.local_addr()?;
+        // The accept loop runs on a data-plane thread, not on the runtime of the API and
+        // the controllers: however busy the API gets, new connections are accepted at
+        // once. The socket moves there unregistered from this runtime's reactor.
+        let listener = listener.into_std()?;
+        let runtime = runtimes[i % runtimes.len()].clone();
         tracing::info!(addr = %bound, "{what} listening");
         // Tests and scripts read these lines to find ephemeral ports.
         eprintln!("wisp: {what} listening on http://{bound}");
@@ -197,17 +215,16 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         };
         let mut stop = ingress_stop_rx.clone();
         let opts = ServerOptions {
-            runtimes: dataplane.handles(),
+            runtimes: runtimes.clone(),
             ..ServerOptions::default()
         };
-        ingresses.push(tokio::spawn(wisp_net::serve(
-            listener,
-            opts,
-            handler,
-            async move {
+        ingresses.push(runtime.spawn(async move {
+            let listener = tokio::net::TcpListener::from_std(listener)?;
+            wisp_net::serve(listener, opts, handler, async move {
                 let _ = stop.wait_for(|s| *s).await;
-            },
-        )));
+            })
+            .await
+        }));
     }
 
     let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
@@ -220,6 +237,13 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         user: ADMIN_USER.into(),
         platform: Some(shared),
         stopping: stop_rx.clone(),
+        cpu: wisp_apiserver::cpu::CpuPool::new(wisp_apiserver::cpu::default_threads())
+            .context("starting the API's CPU pool")?,
+        inflight: wisp_apiserver::inflight::InFlight::new(
+            args.max_requests_inflight,
+            args.max_mutating_requests_inflight,
+        ),
+        body_budget: wisp_apiserver::inflight::BodyBudget::default(),
     };
     let listener = tokio::net::TcpListener::bind(args.api_addr)
         .await
@@ -255,37 +279,81 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
 
     shutdown.await;
     eprintln!("wisp: shutting down");
-    // One shutdown path: stop accepting (ingress and API), let in-flight requests finish
-    // (replicas are still up), stop reconciling and the data plane's background tasks,
-    // stop every replica gracefully, then close the store.
-    let _ = ingress_stop_tx.send(true);
-    let _ = stop_tx.send(true);
-    for h in ingresses {
-        match h.await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "ingress server"),
-            Err(e) => tracing::warn!(error = %e, "ingress server task"),
+    // In flight requests finish while the replicas are still up; nothing reconciles once
+    // replicas are being stopped; the store is flushed last.
+    let mut stages = Stages::default();
+    stages.stage("stop accepting", async move {
+        let _ = ingress_stop_tx.send(true);
+        let _ = stop_tx.send(true);
+    });
+    stages.stage("drain", async move {
+        for h in ingresses {
+            match h.await {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e, "ingress server"),
+                Err(e) => tracing::warn!(error = %e, "ingress server task"),
+            }
         }
-    }
-    dataplane.stop().await;
-    // Watches and log follows end on `stop_tx`; anything still open past the grace
-    // period is cut.
-    match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
-        Ok(joined) => joined.context("API server task")?.context("API server")?,
-        Err(_) => tracing::warn!("open API connections cut after the shutdown grace period"),
-    }
-    let _ = ctl_stop_tx.send(());
-    let _ = controllers.await;
-    let _ = dp_stop_tx.send(true);
-    let _ = endpoint_sync.await;
-    let _ = stats.await;
-    let _ = stats_feed.await;
-    platform.shutdown().await;
-    if let Err(e) = store.checkpoint() {
-        tracing::warn!(error = %e, "store checkpoint on shutdown");
-    }
+        dataplane.stop().await;
+        // Watches and log follows end on the stop signal; anything still open past the
+        // grace period is cut.
+        match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
+            Ok(Ok(Ok(()))) => {}
+            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "API server"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "API server task"),
+            Err(_) => tracing::warn!("open API connections cut after the shutdown grace period"),
+        }
+    });
+    stages.stage("stop controllers", async move {
+        let _ = ctl_stop_tx.send(());
+        let _ = controllers.await;
+        let _ = dp_stop_tx.send(true);
+        let _ = endpoint_sync.await;
+        let _ = stats.await;
+        let _ = stats_feed.await;
+    });
+    stages.stage("stop replicas", async move { platform.shutdown().await });
+    stages.stage("flush the store", async move {
+        if let Err(e) = store.checkpoint() {
+            tracing::warn!(error = %e, "store checkpoint on shutdown");
+        }
+    });
+    stages.run().await;
     eprintln!("wisp: stopped");
     Ok(())
+}
+
+/// Shutdown as named stages run one after the other: each starts only once the one
+/// before it has finished, so (for example) no replica is stopped while a request that
+/// needs it is still draining.
+#[derive(Default)]
+struct Stages {
+    stages: Vec<(
+        &'static str,
+        std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
+    )>,
+}
+
+impl Stages {
+    fn stage(
+        &mut self,
+        name: &'static str,
+        f: impl std::future::Future<Output = ()> + Send + 'static,
+    ) {
+        self.stages.push((name, Box::pin(f)));
+    }
+
+    /// Runs every stage in order; returns their names as they finished.
+    async fn run(self) -> Vec<&'static str> {
+        let mut done = Vec::with_capacity(self.stages.len());
+        for (name, f) in self.stages {
+            let start = std::time::Instant::now();
+            f.await;
+            tracing::info!(stage = name, took = ?start.elapsed(), "shutdown stage done");
+            done.push(name);
+        }
+        done
+    }
 }
 
 /// Holds an exclusive lock on the data dir for the life of the process, so two servers can
@@ -360,4 +428,38 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
             _ = term.recv() => {}
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn stages_run_in_order_each_after_the_last_finished() {
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let mut stages = Stages::default();
+        for (name, ms) in [("stop accepting", 0), ("drain", 300), ("stop replicas", 10)] {
+            let log = log.clone();
+            stages.stage(name, async move {
+                log.lock().unwrap().push(format!("{name} start"));
+                tokio::time::sleep(Duration::from_millis(ms)).await;
+                log.lock().unwrap().push(format!("{name} end"));
+            });
+        }
+        let done = stages.run().await;
+        assert_eq!(done, ["stop accepting", "drain", "stop replicas"]);
+        assert_eq!(
+            *log.lock().unwrap(),
+            [
+                "stop accepting start",
+                "stop accepting end",
+                "drain start",
+                "drain end",
+                "stop replicas start",
+                "stop replicas end"
+            ]
+        );
+    }
 }
