@@ -328,11 +328,10 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
 /// needs it is still draining.
 #[derive(Default)]
 struct Stages {
-    stages: Vec<(
-        &'static str,
-        std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>,
-    )>,
+    stages: Vec<(&'static str, StageFuture)>,
 }
+
+type StageFuture = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
 impl Stages {
     fn stage(

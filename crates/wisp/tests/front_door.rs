@@ -86,7 +86,7 @@ fn http1_host_must_be_one_and_valid_on_every_listener_and_path() {
             let a = format!("{svc}.{domain}");
             let (code, body) = raw(addr, &format!("GET /headers HTTP/1.1\r\nHost: {a}\r\n"));
             assert_eq!(code, 200, "{a}: {body}");
-            assert_eq!(seen(&body, "host"), [a.clone()], "{body}");
+            assert_eq!(seen(&body, "host"), [a.as_str()], "{body}");
 
             let bad: [(String, &str); 9] = [
                 (
@@ -120,7 +120,7 @@ fn http1_host_must_be_one_and_valid_on_every_listener_and_path() {
                 &format!("GET http://{a}/headers HTTP/1.1\r\nHost: nope.{domain}\r\n"),
             );
             assert_eq!(code, 200, "{body}");
-            assert_eq!(seen(&body, "host"), [a.clone()], "{body}");
+            assert_eq!(seen(&body, "host"), [a.as_str()], "{body}");
             let (code, body) = raw(
                 addr,
                 &format!("GET http://u@{a}/headers HTTP/1.1\r\nHost: {a}\r\n"),
@@ -137,7 +137,7 @@ fn http1_host_must_be_one_and_valid_on_every_listener_and_path() {
                 ),
             );
             assert_eq!(code, 200, "{body}");
-            assert_eq!(seen(&body, "host"), [a.clone()], "{body}");
+            assert_eq!(seen(&body, "host"), [a.as_str()], "{body}");
             assert!(seen(&body, "k-original-host").is_empty(), "{body}");
         }
     }
@@ -188,10 +188,10 @@ fn h2c_authority_and_host_must_agree() {
                 let a = format!("{svc}.{domain}");
                 let (code, body) = h2(addr, &a, &[]).await;
                 assert_eq!(code, 200, "{body}");
-                assert_eq!(seen(&body, "host"), [a.clone()], "{body}");
+                assert_eq!(seen(&body, "host"), [a.as_str()], "{body}");
                 let (code, body) = h2(addr, &a, &[&a]).await;
                 assert_eq!(code, 200, "{body}");
-                assert_eq!(seen(&body, "host"), [a.clone()], "{body}");
+                assert_eq!(seen(&body, "host"), [a.as_str()], "{body}");
 
                 let other = format!("nope.{domain}");
                 let (code, body) = h2(addr, &a, &[&other]).await;
