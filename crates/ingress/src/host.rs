@@ -215,7 +215,8 @@ mod tests {
         const HTTP_11: Version = Version::HTTP_11;
         const HTTP_2: Version = Version::HTTP_2;
         let a = "a.default.example.com";
-        let cases: &[(Version, &str, &[&[u8]], Result<&str, HostError>)] = &[
+        type Case<'a> = (Version, &'a str, &'a [&'a [u8]], Result<&'a str, HostError>);
+        let cases: &[Case] = &[
             (HTTP_11, "/", &[b"A.default.example.com:8080"], Ok(a)),
             (HTTP_11, "/", &[], Err(HostError::Missing)),
             (HTTP_11, "/", &[b""], Err(HostError::Missing)),
