@@ -59,8 +59,7 @@ fn the_ingress_and_point_reads_stay_fast_while_the_api_is_flooded() {
         s.ready("services", "hello")
             .filter(|(st, _, _)| st == "True")
     });
-    let get =
-        format!("GET / HTTP/1.1\r\nHost: hello.default.example.com\r\nConnection: close\r\n\r\n");
+    let get = "GET / HTTP/1.1\r\nHost: hello.default.example.com\r\nConnection: close\r\n\r\n";
     wait_for("hello answering", Duration::from_secs(30), || {
         (raw_status(&s.http_addr, get.as_bytes()).0 == 200).then_some(())
     });
