@@ -31,9 +31,20 @@ impl std::ops::Deref for Buffered {
 }
 
 /// Reads the whole body within the shared `budget`, answering 413 past the size limit.
+///
+/// The budget is reserved before reading, in one piece: the declared `Content-Length`, or
+/// a maximal body when the length is not known (chunked).
 pub async fn read(mut body: Body, budget: &BodyBudget) -> Result<Buffered, ApiError> {
+    use http_body_util::BodyExt as _;
+    let declared = axum::body::HttpBody::size_hint(&body).exact();
+    let over = declared.is_some_and(|n| n > MAX_BODY_BYTES as u64);
+    let held = if over {
+        None
+    } else {
+        let want = declared.map_or(MAX_BODY_BYTES, |n| n as usize);
+        budget.reserve(want).await
+    };
     let mut buf = bytes::BytesMut::new();
-    let mut held = None;
     let mut seen = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = frame
@@ -42,18 +53,16 @@ pub async fn read(mut body: Body, budget: &BodyBudget) -> Result<Buffered, ApiEr
             continue;
         };
         seen = seen.saturating_add(data.len());
-        if seen <= MAX_BODY_BYTES {
-            budget.cover(&mut held, seen).await;
+        if seen <= MAX_BODY_BYTES && !over {
             buf.extend_from_slice(&data);
         } else if seen > MAX_BODY_BYTES.saturating_add(DRAIN_BYTES) {
             break;
         } else if !buf.is_empty() {
             // Over the limit: only counting from here on.
             buf = bytes::BytesMut::new();
-            held = None;
         }
     }
-    if seen > MAX_BODY_BYTES {
+    if seen > MAX_BODY_BYTES || over {
         return Err(ApiError::too_large());
     }
     Ok(Buffered {

@@ -6,8 +6,9 @@
 //! requests (watches, logs) are not counted: they hold a connection, not a worker.
 //!
 //! Request bodies share a byte budget too ([`BodyBudget`]): at most that many bytes of
-//! bodies are buffered at once across all requests; a body that does not fit waits (its
-//! sender is slowed by TCP back-pressure) instead of growing the server's memory.
+//! bodies are buffered at once across all requests; a body that does not fit waits before
+//! it is read (its sender is slowed by TCP back-pressure) instead of growing the server's
+//! memory.
 
 use std::sync::Arc;
 
@@ -122,22 +123,16 @@ impl BodyBudget {
         }
     }
 
-    /// Grows `held` until it covers `bytes`, waiting while the budget is spent.
-    pub(crate) async fn cover(&self, held: &mut Option<OwnedSemaphorePermit>, bytes: usize) {
-        let have = held.as_ref().map_or(0, OwnedSemaphorePermit::num_permits);
-        let need = bytes.div_ceil(1024).saturating_sub(have);
-        if need == 0 {
-            return;
+    /// Reserves `bytes` (at most one maximal body) in one piece, waiting while the budget
+    /// is spent. In one piece: readers that each held part of their body and waited for
+    /// the rest could hold the whole budget between them and wait for ever.
+    pub(crate) async fn reserve(&self, bytes: usize) -> Option<OwnedSemaphorePermit> {
+        let kib = bytes.min(crate::body::MAX_BODY_BYTES).div_ceil(1024);
+        if kib == 0 {
+            return None;
         }
-        // Never closed, so acquiring only fails if `need` exceeds the whole budget, which
-        // `new` rules out for bodies within the size limit.
-        let Ok(more) = self.kib.clone().acquire_many_owned(need as u32).await else {
-            return;
-        };
-        match held {
-            Some(p) => p.merge(more),
-            None => *held = Some(more),
-        }
+        // Never closed, and `new` makes the budget hold at least one maximal body.
+        self.kib.clone().acquire_many_owned(kib as u32).await.ok()
     }
 
     /// KiB not held by any request (for tests).
@@ -194,33 +189,30 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_body_budget_is_held_and_given_back() {
-        let budget = BodyBudget::new(0);
+    async fn the_body_budget_is_reserved_whole_and_given_back() {
+        let max = crate::body::MAX_BODY_BYTES;
+        // Raised to one maximal body.
+        let budget = BodyBudget::new(1);
         let all = budget.available_kib();
-        assert_eq!(all, crate::body::MAX_BODY_BYTES / 1024);
-        let mut held = None;
-        budget.cover(&mut held, 1).await;
-        budget.cover(&mut held, 1024).await;
+        assert_eq!(all, max / 1024);
+        assert!(budget.reserve(0).await.is_none());
+        let one = budget.reserve(1).await;
         assert_eq!(budget.available_kib(), all - 1);
-        budget.cover(&mut held, 1025).await;
-        assert_eq!(budget.available_kib(), all - 2);
-        // A second reader waits while the budget is spent…
-        let mut other = None;
-        let rest = crate::body::MAX_BODY_BYTES;
+        // A second maximal body does not fit beside it: it waits, holding nothing…
         let waiting = tokio::time::timeout(
             std::time::Duration::from_millis(50),
-            budget.cover(&mut other, rest),
+            budget.reserve(max + 5),
         )
         .await;
         assert!(waiting.is_err(), "took more than the budget holds");
+        assert_eq!(budget.available_kib(), all - 1);
         // …and gets it once the first request is done.
-        drop(held);
-        tokio::time::timeout(
-            std::time::Duration::from_secs(5),
-            budget.cover(&mut other, rest),
-        )
-        .await
-        .expect("the budget came back");
-        assert_eq!(budget.available_kib(), 0);
+        drop(one);
+        let big = tokio::time::timeout(std::time::Duration::from_secs(5), budget.reserve(max))
+            .await
+            .expect("the budget came back");
+        assert_eq!(budget.available_kib(), all - max / 1024);
+        drop(big);
+        assert_eq!(budget.available_kib(), all);
     }
 }
