@@ -3,18 +3,19 @@
 //! How changes become work:
 //!
 //! 1. **Start-up resync.** Every stored object is dispatched as in step 2 (as if it had
-//!    just changed), and every revision the platform still runs but the store no longer has is
-//!    queued to the revision reconciler (which removes it). The watch then starts from the
-//!    store revision taken *before* listing, so nothing committed meanwhile is missed
-//!    (replaying a change twice is harmless: reconcilers are level-based).
-//! 2. **Store events** (`subscribe()` + `events_since`, in order, remembering the last
-//!    resourceVersion). For each event: (a) the object's own key goes to the reconcilers of
-//!    its kind; (b) each owner reference, and the `serving.knative.dev/{service,
-//!    configuration,route}` labels on a direct child (see [`label_names_parent`]), queue
-//!    the owner's key to the owner kind's reconcilers, so a child's change re-reconciles
-//!    its parent; (c) each reconciler's
+//!    just changed), and every revision the platform still runs but the store no longer has
+//!    is queued to the revision reconciler (which removes it). The list is the first batch
+//!    of the store watch, which goes on from the list's resourceVersion, so nothing
+//!    committed meanwhile is missed (replaying a change twice is harmless: reconcilers are
+//!    level-based).
+//! 2. **Store events** (a [`wisp_store::Watch`] of every kind: the list of step 1, then
+//!    every change in order, in batches). For each event: (a) the object's own key goes to
+//!    the reconcilers of its kind; (b) each owner reference, and the
+//!    `serving.knative.dev/{service,configuration,route}` labels on a direct child (see
+//!    [`label_names_parent`]), queue the owner's key to the owner kind's reconcilers, so a
+//!    child's change re-reconciles its parent; (c) each reconciler's
 //!    [`Reconciler::watches`] may add keys of its own kind. If the log was compacted past
-//!    our position (`Gone`), a full resync replaces the missed events.
+//!    our position (`Gone`), the watch re-lists and the list is handled as in step 1.
 //! 3. **Platform changes**: the revision key goes to the revision reconcilers; if the
 //!    broadcast lagged, every revision is resynced.
 //!    **Autoscaling wake-ups** ([`crate::autoscaling::Scaling::subscribe`]: the activator
@@ -40,7 +41,7 @@ use tokio::{sync::broadcast::error::RecvError, task::JoinHandle};
 use tracing::{debug, error, info, warn};
 use wisp_api::kinds::{self, ResourceKind};
 use wisp_runtime::RevisionKey;
-use wisp_store::{StoreError, WatchEvent};
+use wisp_store::{ListCause, OnGone, StoreError, Watch, WatchBatch, WatchEvent, WatchSpec};
 
 use crate::{
     executor::{Executor, Outcome},
@@ -281,23 +282,28 @@ impl Router {
 
     /// Dispatches every stored object as if it had just changed (so owners, labels and
     /// watches fan out as for an event), and queues every platform revision the store does
-    /// not know. Returns the store revision to watch from.
-    fn resync_all(&self) -> Result<u64, StoreError> {
-        let from = self.ctx.store.current_revision();
+    /// not know.
+    fn resync_all(&self) -> Result<(), StoreError> {
         let mut n = 0;
         for kind in kinds::ALL {
             n += self.resync_kind(kind)?;
         }
-        debug!(objects = n, from, "full resync");
-        Ok(from)
+        debug!(objects = n, "full resync");
+        Ok(())
     }
 
-    /// Dispatches every object of `kind`; for revisions also queues platform leftovers.
-    /// Returns how many objects there were.
+    /// [`Router::resynced`] for a fresh list of `kind`. Returns how many objects there were.
     fn resync_kind(&self, kind: &'static ResourceKind) -> Result<usize, StoreError> {
         let (items, _) = self.ctx.store.list(&resource(kind), None, None)?;
+        self.resynced(kind, &items);
+        Ok(items.len())
+    }
+
+    /// Dispatches every object of a list of `kind`; for revisions also queues the platform
+    /// leftovers.
+    fn resynced(&self, kind: &'static ResourceKind, items: &[serde_json::Value]) {
         let mut keys = HashSet::new();
-        for item in &items {
+        for item in items {
             self.dispatch(kind, item);
             let meta = &item["metadata"];
             keys.insert((
@@ -315,7 +321,21 @@ impl Router {
                 }
             }
         }
-        Ok(items.len())
+    }
+
+    /// A list from the store watch (start-up, or after the log was compacted past us): every
+    /// kind's objects through [`Router::resynced`], kinds with no object included.
+    fn listed(&self, events: &[WatchEvent]) {
+        for kind in kinds::ALL {
+            let res = resource(kind);
+            let items: Vec<_> = events
+                .iter()
+                .filter(|e| e.resource == res)
+                .map(|e| e.object.clone())
+                .collect();
+            self.resynced(kind, &items);
+        }
+        debug!(objects = events.len(), "full resync");
     }
 }
 
@@ -329,22 +349,24 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce(&Router) -> T + Send + 'static,
 ) -> T {
     let router = router.clone();
-    match tokio::task::spawn_blocking(move || f(&router)).await {
-        Ok(v) => v,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    }
+    router.ctx.store.clone().blocking(move |_| f(&router)).await
 }
 
-/// Resyncs until it succeeds (or we are told to stop); returns the position to watch from.
-async fn resync_until_ok(
-    router: &Arc<Router>,
+/// Starts the store watch from a fresh list, retrying until the store answers (or we are
+/// told to stop).
+async fn start_watch(
+    router: &Router,
     stop: &mut tokio::sync::watch::Receiver<bool>,
-) -> Option<u64> {
+) -> Option<Watch<WatchEvent>> {
+    let resources = kinds::ALL.iter().map(|k| resource(k));
+    let spec = WatchSpec::new(resources)
+        .on_gone(OnGone::Relist)
+        .batch(EVENT_BATCH);
     loop {
-        match blocking(router, |r| r.resync_all()).await {
-            Ok(from) => return Some(from),
+        match router.ctx.store.watch(spec.clone()).await {
+            Ok(w) => return Some(w),
             Err(e) => {
-                warn!(error = %e, "resync failed; retrying");
+                warn!(error = %e, "listing the store failed; retrying");
                 tokio::select! {
                     _ = stop.wait_for(|s| *s) => return None,
                     _ = tokio::time::sleep(WATCH_RETRY) => {}
@@ -356,54 +378,37 @@ async fn resync_until_ok(
 
 /// The store watch (module doc, steps 1 and 2).
 async fn watch_store(router: Arc<Router>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let mut revisions = router.ctx.store.subscribe();
-    let Some(mut last) = resync_until_ok(&router, &mut stop).await else {
+    let Some(mut watch) = start_watch(&router, &mut stop).await else {
         return;
     };
     loop {
-        // Mark the current value seen *before* reading, so a commit after the read wakes us.
-        revisions.borrow_and_update();
-        loop {
-            let from = last;
-            let res = blocking(&router, move |r| {
-                let events = r.ctx.store.events_since(from, None, None, EVENT_BATCH)?;
-                for ev in &events {
-                    r.dispatch_event(ev);
+        let batch = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            b = watch.next() => b,
+        };
+        // Dispatched on the blocking pool: `watches` may read the store.
+        match batch {
+            Ok(WatchBatch::Listed { events, cause, .. }) => {
+                if let ListCause::Gone { requested, oldest } = cause {
+                    warn!(requested, oldest, "watch position compacted away; resynced");
                 }
-                Ok::<_, StoreError>((events.len(), events.last().map(|e| e.resource_version)))
-            })
-            .await;
-            match res {
-                Ok((n, newest)) => {
-                    if let Some(rv) = newest {
-                        last = rv;
+                blocking(&router, move |r| r.listed(&events)).await;
+            }
+            Ok(WatchBatch::Changed(events)) => {
+                blocking(&router, move |r| {
+                    for ev in &events {
+                        r.dispatch_event(ev);
                     }
-                    if n < EVENT_BATCH {
-                        break;
-                    }
-                }
-                Err(StoreError::Gone { requested, oldest }) => {
-                    warn!(
-                        requested,
-                        oldest, "watch position compacted away; resyncing"
-                    );
-                    match resync_until_ok(&router, &mut stop).await {
-                        Some(from) => last = from,
-                        None => return,
-                    }
-                }
-                Err(e) => {
-                    warn!(error = %e, "reading store events failed; retrying");
-                    tokio::select! {
-                        _ = stop.wait_for(|s| *s) => return,
-                        _ = tokio::time::sleep(WATCH_RETRY) => {}
-                    }
+                })
+                .await;
+            }
+            Err(e) => {
+                warn!(error = %e, "reading store events failed; retrying");
+                tokio::select! {
+                    _ = stop.wait_for(|s| *s) => return,
+                    _ = tokio::time::sleep(WATCH_RETRY) => {}
                 }
             }
-        }
-        tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            changed = revisions.changed() => if changed.is_err() { return },
         }
     }
 }
