@@ -14,7 +14,9 @@
 //! Time is `tokio::time`, so tests run with paused time.
 
 use std::{
+    borrow::Borrow,
     collections::{HashMap, HashSet, VecDeque},
+    hash::Hash,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
@@ -26,13 +28,43 @@ pub const BASE_DELAY: Duration = Duration::from_millis(10);
 /// Longest retry delay of a failing key.
 pub const MAX_DELAY: Duration = Duration::from_secs(30);
 
-/// A cloneable handle to one queue.
-#[derive(Clone, Default)]
-pub struct WorkQueue {
-    inner: Arc<Inner>,
+/// What a queue can hold: a key compared and hashed by value.
+pub trait Key: Clone + Eq + Hash + Send + 'static {}
+impl<K: Clone + Eq + Hash + Send + 'static> Key for K {}
+
+/// A cloneable handle to one queue of `K` keys (the controllers' are
+/// [`ObjectRef`](crate::reconciler::ObjectRef)s).
+pub struct WorkQueue<K> {
+    inner: Arc<Inner<K>>,
 }
 
-impl std::fmt::Debug for WorkQueue {
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        WorkQueue {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K: Key> Default for WorkQueue<K> {
+    fn default() -> Self {
+        WorkQueue {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    dirty: HashSet::new(),
+                    processing: HashSet::new(),
+                    delayed: HashMap::new(),
+                    failures: HashMap::new(),
+                    shut_down: false,
+                }),
+                notify: Notify::new(),
+            }),
+        }
+    }
+}
+
+impl<K: Key> std::fmt::Debug for WorkQueue<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let st = self.state();
         f.debug_struct("WorkQueue")
@@ -43,30 +75,28 @@ impl std::fmt::Debug for WorkQueue {
     }
 }
 
-#[derive(Default)]
-struct Inner {
-    state: Mutex<State>,
+struct Inner<K> {
+    state: Mutex<State<K>>,
     notify: Notify,
 }
 
-#[derive(Default)]
-struct State {
+struct State<K> {
     /// Ready keys in FIFO order; every key here is also in `dirty`.
-    queue: VecDeque<String>,
+    queue: VecDeque<K>,
     /// Keys that need processing (queued, or added while being processed).
-    dirty: HashSet<String>,
+    dirty: HashSet<K>,
     /// Keys handed out and not yet `done`.
-    processing: HashSet<String>,
+    processing: HashSet<K>,
     /// Keys waiting for a time, with the earliest time asked for.
-    delayed: HashMap<String, Instant>,
+    delayed: HashMap<K, Instant>,
     /// Consecutive failures per key, for back-off.
-    failures: HashMap<String, u32>,
+    failures: HashMap<K, u32>,
     shut_down: bool,
 }
 
-impl State {
+impl<K: Key> State<K> {
     /// Returns true if the key became ready to hand out (caller should notify).
-    fn add(&mut self, key: String) -> bool {
+    fn add(&mut self, key: K) -> bool {
         if self.shut_down || self.dirty.contains(&key) {
             return false;
         }
@@ -80,7 +110,7 @@ impl State {
 
     /// Moves every delayed key whose time has come into the queue; returns how many.
     fn promote_due(&mut self, now: Instant) -> usize {
-        let due: Vec<String> = self
+        let due: Vec<K> = self
             .delayed
             .iter()
             .filter(|(_, t)| **t <= now)
@@ -97,17 +127,17 @@ impl State {
     }
 }
 
-impl WorkQueue {
+impl<K: Key> WorkQueue<K> {
     pub fn new() -> Self {
         Self::default()
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, State<K>> {
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Queues `key` now (no-op if it is already waiting, or after shutdown).
-    pub fn add(&self, key: impl Into<String>) {
+    pub fn add(&self, key: impl Into<K>) {
         let ready = self.state().add(key.into());
         if ready {
             self.inner.notify.notify_one();
@@ -116,7 +146,7 @@ impl WorkQueue {
 
     /// Queues `key` once `delay` has passed (now for a zero delay). If the key is already
     /// waiting for an earlier time, that time stands.
-    pub fn add_after(&self, key: impl Into<String>, delay: Duration) {
+    pub fn add_after(&self, key: impl Into<K>, delay: Duration) {
         if delay.is_zero() {
             return self.add(key);
         }
@@ -136,7 +166,7 @@ impl WorkQueue {
     }
 
     /// Queues `key` after its back-off delay, and counts one more failure for it.
-    pub fn add_rate_limited(&self, key: impl Into<String>) {
+    pub fn add_rate_limited(&self, key: impl Into<K>) {
         let key = key.into();
         let delay = {
             let mut st = self.state();
@@ -148,18 +178,24 @@ impl WorkQueue {
     }
 
     /// Clears the failure count of `key` (after it succeeded).
-    pub fn forget(&self, key: &str) {
+    pub fn forget<Q: Hash + Eq + ?Sized>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+    {
         self.state().failures.remove(key);
     }
 
     /// How many times in a row `key` has failed.
-    pub fn num_requeues(&self, key: &str) -> u32 {
+    pub fn num_requeues<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+    {
         self.state().failures.get(key).copied().unwrap_or(0)
     }
 
     /// Waits for the next ready key, or None once the queue is shut down. The key must be
     /// given back with [`done`](Self::done).
-    pub async fn get(&self) -> Option<String> {
+    pub async fn get(&self) -> Option<K> {
         loop {
             let notified = self.inner.notify.notified();
             tokio::pin!(notified);
@@ -198,7 +234,10 @@ impl WorkQueue {
     }
 
     /// Marks `key` as processed; if it was added meanwhile it is queued again.
-    pub fn done(&self, key: &str) {
+    pub fn done<Q: Hash + Eq + ToOwned<Owned = K> + ?Sized>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+    {
         let requeued = {
             let mut st = self.state();
             st.processing.remove(key);
@@ -245,6 +284,9 @@ pub fn backoff(failures: u32) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The semantics do not depend on the key type: strings read best.
+    type WorkQueue = super::WorkQueue<String>;
 
     /// `get` that must return at once (the key is ready).
     async fn get_now(q: &WorkQueue) -> String {

@@ -37,17 +37,23 @@ use std::{
     time::Duration,
 };
 
+use serde::Deserialize;
 use tokio::{sync::broadcast::error::RecvError, task::JoinHandle};
 use tracing::{debug, error, info, warn};
 use wisp_api::kinds::{self, ResourceKind};
+use wisp_api::meta::ObjectMeta;
 use wisp_runtime::RevisionKey;
-use wisp_store::{ListCause, OnGone, StoreError, Watch, WatchBatch, WatchEvent, WatchSpec};
+use wisp_store::{
+    EventType, ListCause, OnGone, StoreError, Watch, WatchBatch, WatchEvent, WatchSpec,
+};
 
 use crate::{
     executor::{Executor, Outcome},
     names::label,
     queue::WorkQueue,
-    reconciler::{Action, Context, ReconcileError, Reconciler, resource},
+    reconciler::{
+        Action, Context, Event, ObjectRef, Observer, ReconcileError, Reconciler, resource,
+    },
 };
 
 /// How often everything is re-queued even without changes.
@@ -61,10 +67,27 @@ const EVENT_BATCH: usize = 500;
 /// Pause before retrying after the store failed to answer the watch.
 const WATCH_RETRY: Duration = Duration::from_secs(1);
 
+/// The reconcilers to run and the observers to feed (see [`Observer`]).
+#[derive(Clone, Default)]
+pub struct Reconcilers {
+    pub reconcilers: Vec<Arc<dyn Reconciler>>,
+    pub observers: Vec<Arc<dyn Observer>>,
+}
+
+impl From<Vec<Arc<dyn Reconciler>>> for Reconcilers {
+    fn from(reconcilers: Vec<Arc<dyn Reconciler>>) -> Self {
+        Reconcilers {
+            reconcilers,
+            observers: Vec::new(),
+        }
+    }
+}
+
 /// A set of reconcilers and the machinery that drives them.
 pub struct Controllers {
     ctx: Context,
     reconcilers: Vec<Arc<dyn Reconciler>>,
+    observers: Vec<Arc<dyn Observer>>,
     workers: usize,
     resync_period: Duration,
 }
@@ -80,10 +103,15 @@ impl std::fmt::Debug for Controllers {
 }
 
 impl Controllers {
-    pub fn new(ctx: Context, reconcilers: Vec<Arc<dyn Reconciler>>) -> Self {
+    pub fn new(ctx: Context, reconcilers: impl Into<Reconcilers>) -> Self {
+        let Reconcilers {
+            reconcilers,
+            observers,
+        } = reconcilers.into();
         Controllers {
             ctx,
             reconcilers,
+            observers,
             workers: DEFAULT_WORKERS,
             resync_period: RESYNC_PERIOD,
         }
@@ -104,7 +132,11 @@ impl Controllers {
     /// Runs until `shutdown` completes, then stops taking keys and waits for the reconciles
     /// in flight.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let router = Arc::new(Router::new(self.ctx.clone(), &self.reconcilers));
+        let router = Arc::new(Router::new(
+            self.ctx.clone(),
+            &self.reconcilers,
+            self.observers.clone(),
+        ));
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
 
         // Subscribe before the initial list so no platform change falls in between.
@@ -193,31 +225,37 @@ fn label_names_parent(lbl: &str, kind: &ResourceKind) -> bool {
 struct Router {
     ctx: Context,
     /// One queue per reconciler, in registration order.
-    queues: Vec<(Arc<dyn Reconciler>, WorkQueue)>,
+    queues: Vec<(Arc<dyn Reconciler>, WorkQueue<ObjectRef>)>,
+    observers: Vec<Arc<dyn Observer>>,
     /// Store resource string → the kind.
     kinds: HashMap<String, &'static ResourceKind>,
 }
 
 impl Router {
-    fn new(ctx: Context, reconcilers: &[Arc<dyn Reconciler>]) -> Self {
+    fn new(
+        ctx: Context,
+        reconcilers: &[Arc<dyn Reconciler>],
+        observers: Vec<Arc<dyn Observer>>,
+    ) -> Self {
         Router {
             ctx,
             queues: reconcilers
                 .iter()
                 .map(|r| (r.clone(), WorkQueue::new()))
                 .collect(),
+            observers,
             kinds: kinds::ALL.iter().map(|k| (resource(k), *k)).collect(),
         }
     }
 
-    /// Queues `ns/name` to every reconciler of `kind`.
-    fn enqueue(&self, kind: &ResourceKind, namespace: &str, name: &str) {
-        if name.is_empty() {
+    /// Queues `key` to every reconciler of its kind.
+    fn enqueue(&self, key: &ObjectRef) {
+        if key.name.is_empty() {
             return;
         }
         for (r, q) in &self.queues {
-            if r.kind() == kind {
-                q.add(key(namespace, name));
+            if r.kind() == key.kind {
+                q.add(key.clone());
             }
         }
     }
@@ -226,44 +264,60 @@ impl Router {
         self.queues.iter().any(|(r, _)| r.kind() == kind)
     }
 
-    /// Everything one store event implies (see the module doc, step 2).
-    fn dispatch(&self, kind: &'static ResourceKind, obj: &serde_json::Value) {
-        let meta = &obj["metadata"];
-        let ns = meta["namespace"].as_str().unwrap_or("");
-        let name = meta["name"].as_str().unwrap_or("");
-        self.enqueue(kind, ns, name);
+    /// Everything one store event implies (see the module doc, step 2). Returns the
+    /// object's key (None when its metadata does not decode).
+    fn dispatch(
+        &self,
+        kind: &'static ResourceKind,
+        obj: &serde_json::Value,
+        deleted: bool,
+    ) -> Option<ObjectRef> {
+        let meta = match ObjectMeta::deserialize(&obj["metadata"]) {
+            Ok(meta) => meta,
+            Err(e) => {
+                error!(kind = kind.kind, error = %e, "stored object with bad metadata; skipped");
+                return None;
+            }
+        };
+        let event = Event {
+            kind,
+            meta: &meta,
+            object: obj,
+            deleted,
+        };
+        // Observers first: a watch answering for this event must see them as of it.
+        for o in &self.observers {
+            o.observe(&event);
+        }
+        let own = event.object_ref();
+        self.enqueue(&own);
 
-        if let Some(owners) = meta["ownerReferences"].as_array() {
-            for o in owners {
-                let (api_version, owner_kind) = (
-                    o["apiVersion"].as_str().unwrap_or(""),
-                    o["kind"].as_str().unwrap_or(""),
-                );
-                let group = api_version.split_once('/').map_or("", |(g, _)| g);
-                if let Some(k) = kinds::ALL
-                    .into_iter()
-                    .find(|k| k.kind == owner_kind && k.group == group)
-                {
-                    self.enqueue(k, ns, o["name"].as_str().unwrap_or(""));
-                }
+        for o in &meta.owner_references {
+            let group = o.api_version.split_once('/').map_or("", |(g, _)| g);
+            if let Some(k) = kinds::ALL
+                .into_iter()
+                .find(|k| k.kind == o.kind && k.group == group)
+            {
+                self.enqueue(&event.sibling(k, &o.name));
             }
         }
         for (lbl, k) in LABELLED_PARENTS {
-            if let Some(v) = meta["labels"][lbl].as_str()
+            if let Some(v) = meta.labels.get(lbl)
                 && label_names_parent(lbl, kind)
             {
-                self.enqueue(k, ns, v);
+                self.enqueue(&event.sibling(k, v));
             }
         }
         for (r, q) in &self.queues {
             // A bug in one reconciler's `watches` must not stop the watch for everyone.
             let extra = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                r.watches(&self.ctx, kind, obj)
+                r.watches(&self.ctx, &event)
             }));
             match extra {
                 Ok(keys) => {
-                    for (ns, name) in keys {
-                        q.add(key(&ns, &name));
+                    for k in keys {
+                        debug_assert!(k.kind == r.kind(), "watches() returned another kind");
+                        q.add(k);
                     }
                 }
                 Err(_) => error!(
@@ -272,11 +326,12 @@ impl Router {
                 ),
             }
         }
+        Some(own)
     }
 
     fn dispatch_event(&self, ev: &WatchEvent) {
         if let Some(kind) = self.kinds.get(&ev.resource) {
-            self.dispatch(kind, &ev.object);
+            self.dispatch(kind, &ev.object, ev.event_type == EventType::Deleted);
         }
     }
 
@@ -302,22 +357,18 @@ impl Router {
     /// Dispatches every object of a list of `kind`; for revisions also queues the platform
     /// leftovers.
     fn resynced(&self, kind: &'static ResourceKind, items: &[serde_json::Value]) {
-        let mut keys = HashSet::new();
-        for item in items {
-            self.dispatch(kind, item);
-            let meta = &item["metadata"];
-            keys.insert((
-                meta["namespace"].as_str().unwrap_or("").to_owned(),
-                meta["name"].as_str().unwrap_or("").to_owned(),
-            ));
-        }
+        let keys: HashSet<ObjectRef> = items
+            .iter()
+            .filter_map(|item| self.dispatch(kind, item, false))
+            .collect();
         if kind == &kinds::REVISION && self.has_reconciler_for(kind) {
             // Replicas of revisions deleted while we were not watching (or before a
             // restart): the revision reconciler removes what the store does not have.
             for RevisionKey { namespace, name } in self.ctx.platform.revisions() {
-                if !keys.contains(&(namespace.clone(), name.clone())) {
-                    debug!(revision = %format!("{namespace}/{name}"), "platform revision unknown to the store");
-                    self.enqueue(kind, &namespace, &name);
+                let key = ObjectRef::new(kind, namespace, name);
+                if !keys.contains(&key) {
+                    debug!(revision = %key, "platform revision unknown to the store");
+                    self.enqueue(&key);
                 }
             }
         }
@@ -337,10 +388,6 @@ impl Router {
         }
         debug!(objects = events.len(), "full resync");
     }
-}
-
-fn key(namespace: &str, name: &str) -> String {
-    format!("{namespace}/{name}")
 }
 
 /// Runs a blocking closure over the router on the blocking pool.
@@ -425,7 +472,7 @@ async fn watch_platform(
             c = changes.recv() => c,
         };
         match change {
-            Ok(k) => router.enqueue(&kinds::REVISION, &k.namespace, &k.name),
+            Ok(k) => router.enqueue(&ObjectRef::new(&kinds::REVISION, k.namespace, k.name)),
             Err(RecvError::Lagged(n)) => {
                 warn!(missed = n, "platform changes lagged; resyncing revisions");
                 if let Err(e) = blocking(&router, |r| r.resync_kind(&kinds::REVISION)).await {
@@ -453,8 +500,9 @@ async fn watch_scaling(
         };
         match wake {
             Ok(k) => {
-                router.enqueue(&kinds::POD_AUTOSCALER, &k.namespace, &k.name);
-                router.enqueue(&kinds::REVISION, &k.namespace, &k.name);
+                let rev = ObjectRef::new(&kinds::REVISION, k.namespace, k.name);
+                router.enqueue(&rev.with_kind(&kinds::POD_AUTOSCALER));
+                router.enqueue(&rev);
             }
             Err(RecvError::Lagged(n)) => {
                 warn!(missed = n, "autoscaling wake-ups lagged; resyncing");
@@ -490,22 +538,35 @@ async fn periodic_resync(
 }
 
 /// One worker of one reconciler.
-async fn worker(ctx: Context, exec: Executor, reconciler: Arc<dyn Reconciler>, queue: WorkQueue) {
+async fn worker(
+    ctx: Context,
+    exec: Executor,
+    reconciler: Arc<dyn Reconciler>,
+    queue: WorkQueue<ObjectRef>,
+) {
     let kind = reconciler.kind().kind;
     while let Some(k) = queue.get().await {
-        let (ns, name) = match k.split_once('/') {
-            Some((ns, name)) => (ns.to_owned(), name.to_owned()),
-            None => (String::new(), k.clone()),
-        };
-        let (r, c) = (reconciler.clone(), ctx.clone());
-        match exec.run(move || r.reconcile(&c, &ns, &name)).await {
+        let retries = queue.num_requeues(&k);
+        // What happens during the reconcile (store writes, platform calls) is logged
+        // inside this span; `retries` says whether a failure brought it back.
+        let span = tracing::debug_span!(
+            "reconcile",
+            kind,
+            namespace = %k.namespace,
+            name = %k.name,
+            retries
+        );
+        let (r, c, key) = (reconciler.clone(), ctx.clone(), k.clone());
+        let outcome = exec
+            .run(move || span.in_scope(|| r.reconcile(&c, &key)))
+            .await;
+        match outcome {
             Outcome::Returned(Ok(Action::Done)) => queue.forget(&k),
             Outcome::Returned(Ok(Action::RequeueAfter(d))) => {
                 queue.forget(&k);
                 queue.add_after(k.clone(), d);
             }
             Outcome::Returned(Err(e)) => {
-                let retries = queue.num_requeues(&k);
                 if is_conflict(&e) {
                     debug!(kind, key = %k, retries, error = %e, "reconcile conflict; retrying");
                 } else {
@@ -699,22 +760,13 @@ mod tests {
         fn kind(&self) -> &'static ResourceKind {
             &kinds::ROUTE
         }
-        fn reconcile(&self, _: &Context, ns: &str, name: &str) -> Result<Action, ReconcileError> {
-            self.seen.lock().unwrap().push(format!("{ns}/{name}"));
+        fn reconcile(&self, _: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
+            self.seen.lock().unwrap().push(key.to_string());
             Ok(Action::Done)
         }
-        fn watches(
-            &self,
-            _: &Context,
-            kind: &ResourceKind,
-            obj: &serde_json::Value,
-        ) -> Vec<(String, String)> {
-            if kind == &kinds::CONFIGURATION {
-                let ns = obj["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned();
-                vec![(ns, "watcher".into())]
+        fn watches(&self, _: &Context, event: &Event<'_>) -> Vec<ObjectRef> {
+            if event.kind == &kinds::CONFIGURATION {
+                vec![event.sibling(&kinds::ROUTE, "watcher")]
             } else {
                 Vec::new()
             }
@@ -785,7 +837,7 @@ mod tests {
             fn kind(&self) -> &'static ResourceKind {
                 &kinds::CONFIGURATION
             }
-            fn reconcile(&self, _: &Context, _: &str, _: &str) -> Result<Action, ReconcileError> {
+            fn reconcile(&self, _: &Context, _: &ObjectRef) -> Result<Action, ReconcileError> {
                 let mut n = self.calls.lock().unwrap();
                 *n += 1;
                 if *n < 4 {
