@@ -74,15 +74,11 @@ impl Targets {
 }
 
 impl RouteIndex {
-    /// Records a Route as of a store event: its current targets, or its removal when
-    /// `deleted` (the object is then its last state).
-    pub fn record(&self, route: &Value, deleted: bool) {
-        let meta = &route["metadata"];
-        let (Some(ns), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str()) else {
-            return;
-        };
-        let targets = (!deleted).then(|| Targets::of(route));
-        let key = (ns.to_owned(), name.to_owned());
+    /// Records the Route `namespace/name` as of a store event: the targets of `route` (its
+    /// stored JSON), or its removal when `None` (deleted).
+    pub fn record(&self, namespace: &str, name: &str, route: Option<&Value>) {
+        let targets = route.map(Targets::of);
+        let key = (namespace.to_owned(), name.to_owned());
         {
             // Most route events (status updates) leave the targets alone.
             let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
@@ -149,7 +145,8 @@ impl RouteIndex {
 impl Observer for RouteIndex {
     fn observe(&self, event: &Event<'_>) {
         if event.kind == &kinds::ROUTE {
-            self.record(event.object, event.deleted);
+            let route = (!event.deleted).then_some(event.object);
+            self.record(&event.meta.namespace, &event.meta.name, route);
         }
     }
 }
@@ -198,6 +195,15 @@ mod tests {
     use super::*;
     use crate::testing::OwnedEvent;
 
+    /// A Route event, as the runner hands it to observers.
+    fn feed(idx: &RouteIndex, route: &Value, deleted: bool) {
+        let mut ev = OwnedEvent::new(&kinds::ROUTE, route.clone());
+        if deleted {
+            ev = ev.deleted();
+        }
+        idx.observe(&ev.event());
+    }
+
     /// The routes referencing an object, as a watch asks for them.
     fn lookup(idx: &RouteIndex, kind: &'static ResourceKind, obj: &Value) -> Vec<Key> {
         let ev = OwnedEvent::new(kind, obj.clone());
@@ -231,7 +237,8 @@ mod tests {
         let idx = RouteIndex::default();
         let c = &kinds::CONFIGURATION;
         let r = &kinds::REVISION;
-        idx.record(
+        feed(
+            &idx,
             &route(
                 "ns",
                 "a",
@@ -239,7 +246,8 @@ mod tests {
             ),
             false,
         );
-        idx.record(
+        feed(
+            &idx,
             &route(
                 "ns",
                 "b",
@@ -247,11 +255,13 @@ mod tests {
             ),
             false,
         );
-        idx.record(
+        feed(
+            &idx,
             &route("elsewhere", "a", json!([{"configurationName": "hello"}])),
             false,
         );
-        idx.record(
+        feed(
+            &idx,
             &route(
                 "ns",
                 "empty",
@@ -285,8 +295,8 @@ mod tests {
 
         // Retargeting drops the old links; the same event twice changes nothing.
         let moved = route("ns", "a", json!([{"configurationName": "other"}]));
-        idx.record(&moved, false);
-        idx.record(&moved, false);
+        feed(&idx, &moved, false);
+        feed(&idx, &moved, false);
         assert!(lookup(&idx, c, &cfg("ns", "hello")).is_empty());
         assert_eq!(
             lookup(&idx, c, &cfg("ns", "other")),
@@ -295,7 +305,7 @@ mod tests {
 
         // The last state of a deleted route removes it.
         let gone = route("ns", "b", json!([{"revisionName": "hello-00001"}]));
-        idx.record(&gone, true);
+        feed(&idx, &gone, true);
         assert!(lookup(&idx, r, &rev("ns", "hello-00001", "x")).is_empty());
         assert_eq!(lookup(&idx, c, &cfg("ns", "other")), keys("ns", &["a"]));
         assert_eq!(idx.len(), 3);
