@@ -234,3 +234,108 @@ impl<R: TypedReconciler> Reconciler for R {
 pub fn resource(kind: &ResourceKind) -> String {
     format!("{}.{}", kind.plural, kind.group)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use wisp_api::{
+        kinds,
+        serving::{Configuration, ConfigurationStatus},
+    };
+
+    use super::*;
+    use crate::testing::{self, ReconcilerExt};
+
+    /// Sets `latestCreatedRevisionName` to what it is told, then fails or not; records
+    /// which of its methods ran.
+    #[derive(Default)]
+    struct Scripted {
+        latest: Mutex<String>,
+        fail: Mutex<bool>,
+        calls: Mutex<Vec<String>>,
+    }
+
+    impl TypedReconciler for Scripted {
+        type Object = Configuration;
+
+        fn reconcile_kind(
+            &self,
+            _: &Context,
+            cfg: &mut Configuration,
+        ) -> Result<Action, ReconcileError> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("reconcile {}", cfg.metadata.name));
+            cfg.status = Some(ConfigurationStatus {
+                latest_created_revision_name: self.latest.lock().unwrap().clone(),
+                ..Default::default()
+            });
+            if *self.fail.lock().unwrap() {
+                return Err(ReconcileError::Other("failed".into()));
+            }
+            Ok(Action::Done)
+        }
+
+        fn gone(&self, _: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
+            self.calls.lock().unwrap().push(format!("gone {key}"));
+            Ok(Action::RequeueAfter(std::time::Duration::from_secs(1)))
+        }
+    }
+
+    #[test]
+    fn the_adapter_writes_status_only_when_it_changed() {
+        let (ctx, _) = testing::test_context();
+        testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+        let r = Scripted::default();
+        let latest = |ctx: &Context| {
+            testing::fetch::<Configuration>(ctx, "default", "hello")
+                .status
+                .map(|s| s.latest_created_revision_name)
+        };
+        // (what, status the reconcile sets, fails?, a write expected?, stored status after)
+        let cases = [
+            ("new status", "a", false, true, "a"),
+            ("same status", "a", false, false, "a"),
+            ("changed, and failed: still written", "b", true, true, "b"),
+            ("same, failed", "b", true, false, "b"),
+        ];
+        for (what, set, fail, write, stored) in cases {
+            *r.latest.lock().unwrap() = set.into();
+            *r.fail.lock().unwrap() = fail;
+            let rv = ctx.store.current_revision();
+            let result = r.reconcile_name(&ctx, "default", "hello");
+            assert_eq!(result.is_err(), fail, "{what}");
+            assert_eq!(ctx.store.current_revision() > rv, write, "{what}");
+            assert_eq!(latest(&ctx).as_deref(), Some(stored), "{what}");
+        }
+        // Not stored: `gone`, with the key, and its action.
+        assert_eq!(
+            r.reconcile_name(&ctx, "default", "nope").unwrap(),
+            Action::RequeueAfter(std::time::Duration::from_secs(1))
+        );
+        let calls = r.calls.lock().unwrap();
+        assert_eq!(calls.len(), 5);
+        assert_eq!(calls[4], "gone default/nope");
+    }
+
+    #[test]
+    fn object_refs_are_equal_by_kind_namespace_and_name() {
+        use std::collections::HashSet;
+        let a = ObjectRef::new(&kinds::REVISION, "ns", "x");
+        // (other, equal?)
+        let cases = [
+            (ObjectRef::new(&kinds::REVISION, "ns", "x"), true),
+            (a.with_kind(&kinds::POD_AUTOSCALER), false),
+            (ObjectRef::new(&kinds::REVISION, "other", "x"), false),
+            (ObjectRef::new(&kinds::REVISION, "ns", "y"), false),
+        ];
+        for (b, equal) in cases {
+            assert_eq!(a == b, equal, "{b:?}");
+            let set: HashSet<_> = [a.clone(), b.clone()].into_iter().collect();
+            assert_eq!(set.len(), if equal { 1 } else { 2 }, "{b:?}");
+        }
+        assert_eq!(a.to_string(), "ns/x");
+    }
+}
