@@ -16,7 +16,8 @@
 //! generation); Revision → `Platform::scale` and status from the replicas; Route → the
 //! routing table for the ingress; labeler and GC keep routing state and old revisions tidy.
 //!
-//! Start reading at [`runner`], then a reconciler: [`configuration`] (pure builders in
+//! Start reading at [`runner`] and [`reconciler`] (the contract and its typed adapter),
+//! then a reconciler: [`configuration`] (pure builders in
 //! `configuration/resources.rs`) and [`revision`]. Shared helpers: [`conditions`] (Knative's
 //! living condition set), [`names`] (child names, label keys), [`objects`] (typed store
 //! access, owner references), and [`testing`] (a fake platform and fixtures).

@@ -14,7 +14,7 @@ use wisp_api::{
 use wisp_runtime::{ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
 
 use crate::{
-    conditions::{self, ConditionSet, READY},
+    conditions::{ConditionSet, READY},
     names::{annotation, label},
 };
 
@@ -110,7 +110,7 @@ pub fn propagate_autoscaler_status(
 ) {
     if let Some(c) = pa.status.condition(ACTIVE) {
         let (cs, reason, message) = (c.status, c.reason.clone(), c.message.clone());
-        conditions::set(&mut st.status, ACTIVE, cs, &reason, &message, now);
+        CONDITIONS.mark(&mut st.status, ACTIVE, cs, &reason, &message, now);
     }
     if let Some(d) = pa.desired_scale.filter(|d| *d >= 0) {
         st.desired_replicas = Some(d);
@@ -313,6 +313,7 @@ pub fn compute_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conditions;
     use crate::testing::{self, crashed_replica, failed_replica, replica, test_clock};
     use ConditionStatus::{False, True, Unknown};
     use wisp_runtime::ExitInfo;
