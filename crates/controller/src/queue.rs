@@ -5,6 +5,9 @@
 //!   until [`done`](WorkQueue::done); if it is added meanwhile, it is queued again right after
 //!   `done` (so a change during a reconcile is never lost, and never reconciled twice at once).
 //! * **Delays**: [`add_after`](WorkQueue::add_after) (the earliest pending time wins).
+//! * **Why**: each add says why ([`Why`]); the first reason since the key was last
+//!   handed out comes with it from [`get_why`](WorkQueue::get_why), for the reconcile's
+//!   tracing span.
 //! * **Back-off**: [`add_rate_limited`](WorkQueue::add_rate_limited) waits
 //!   [`BASE_DELAY`] × 2^(failures−1), capped at [`MAX_DELAY`]; [`forget`](WorkQueue::forget)
 //!   resets the count after a success. Kubernetes starts at 5 ms and caps at 1000 s; wisp
@@ -27,6 +30,9 @@ use tokio::{sync::Notify, time::Instant};
 pub const BASE_DELAY: Duration = Duration::from_millis(10);
 /// Longest retry delay of a failing key.
 pub const MAX_DELAY: Duration = Duration::from_secs(30);
+
+/// Why a key was queued: a short fixed word such as `"changed"`, `"owner"` or `"retry"`.
+pub type Why = &'static str;
 
 /// What a queue can hold: a key compared and hashed by value.
 pub trait Key: Clone + Eq + Hash + Send + 'static {}
@@ -55,6 +61,7 @@ impl<K: Key> Default for WorkQueue<K> {
                     dirty: HashSet::new(),
                     processing: HashSet::new(),
                     delayed: HashMap::new(),
+                    why: HashMap::new(),
                     failures: HashMap::new(),
                     shut_down: false,
                 }),
@@ -87,8 +94,10 @@ struct State<K> {
     dirty: HashSet<K>,
     /// Keys handed out and not yet `done`.
     processing: HashSet<K>,
-    /// Keys waiting for a time, with the earliest time asked for.
-    delayed: HashMap<K, Instant>,
+    /// Keys waiting for a time, with the earliest time asked for (and why).
+    delayed: HashMap<K, (Instant, Why)>,
+    /// Why each dirty key was first queued since it was last handed out.
+    why: HashMap<K, Why>,
     /// Consecutive failures per key, for back-off.
     failures: HashMap<K, u32>,
     shut_down: bool,
@@ -96,11 +105,12 @@ struct State<K> {
 
 impl<K: Key> State<K> {
     /// Returns true if the key became ready to hand out (caller should notify).
-    fn add(&mut self, key: K) -> bool {
+    fn add(&mut self, key: K, why: Why) -> bool {
         if self.shut_down || self.dirty.contains(&key) {
             return false;
         }
         self.dirty.insert(key.clone());
+        self.why.insert(key.clone(), why);
         if self.processing.contains(&key) {
             return false;
         }
@@ -113,13 +123,14 @@ impl<K: Key> State<K> {
         let due: Vec<K> = self
             .delayed
             .iter()
-            .filter(|(_, t)| **t <= now)
+            .filter(|(_, (t, _))| *t <= now)
             .map(|(k, _)| k.clone())
             .collect();
         let mut n = 0;
         for k in due {
-            self.delayed.remove(&k);
-            if self.add(k) {
+            if let Some((_, why)) = self.delayed.remove(&k)
+                && self.add(k, why)
+            {
                 n += 1;
             }
         }
@@ -138,7 +149,12 @@ impl<K: Key> WorkQueue<K> {
 
     /// Queues `key` now (no-op if it is already waiting, or after shutdown).
     pub fn add(&self, key: impl Into<K>) {
-        let ready = self.state().add(key.into());
+        self.add_why(key, "added");
+    }
+
+    /// [`add`](Self::add), saying why.
+    pub fn add_why(&self, key: impl Into<K>, why: Why) {
+        let ready = self.state().add(key.into(), why);
         if ready {
             self.inner.notify.notify_one();
         }
@@ -147,8 +163,12 @@ impl<K: Key> WorkQueue<K> {
     /// Queues `key` once `delay` has passed (now for a zero delay). If the key is already
     /// waiting for an earlier time, that time stands.
     pub fn add_after(&self, key: impl Into<K>, delay: Duration) {
+        self.add_after_why(key, delay, "requeue");
+    }
+
+    fn add_after_why(&self, key: impl Into<K>, delay: Duration, why: Why) {
         if delay.is_zero() {
-            return self.add(key);
+            return self.add_why(key, why);
         }
         let at = Instant::now() + delay;
         {
@@ -156,9 +176,9 @@ impl<K: Key> WorkQueue<K> {
             if st.shut_down {
                 return;
             }
-            let slot = st.delayed.entry(key.into()).or_insert(at);
-            if at < *slot {
-                *slot = at;
+            let slot = st.delayed.entry(key.into()).or_insert((at, why));
+            if at < slot.0 {
+                *slot = (at, why);
             }
         }
         // A waiting worker may be sleeping until a later deadline: wake one to re-plan.
@@ -174,7 +194,7 @@ impl<K: Key> WorkQueue<K> {
             *n = n.saturating_add(1);
             backoff(*n)
         };
-        self.add_after(key, delay);
+        self.add_after_why(key, delay, "retry");
     }
 
     /// Clears the failure count of `key` (after it succeeded).
@@ -196,6 +216,11 @@ impl<K: Key> WorkQueue<K> {
     /// Waits for the next ready key, or None once the queue is shut down. The key must be
     /// given back with [`done`](Self::done).
     pub async fn get(&self) -> Option<K> {
+        self.get_why().await.map(|(key, _)| key)
+    }
+
+    /// [`get`](Self::get), with why the key was queued.
+    pub async fn get_why(&self) -> Option<(K, Why)> {
         loop {
             let notified = self.inner.notify.notified();
             tokio::pin!(notified);
@@ -209,6 +234,7 @@ impl<K: Key> WorkQueue<K> {
                 st.promote_due(Instant::now());
                 if let Some(key) = st.queue.pop_front() {
                     st.dirty.remove(&key);
+                    let why = st.why.remove(&key).unwrap_or("added");
                     st.processing.insert(key.clone());
                     // Pass the baton: another worker may take the next key, or must
                     // take over waiting for the next delayed one while we are busy.
@@ -217,9 +243,9 @@ impl<K: Key> WorkQueue<K> {
                     if more {
                         self.inner.notify.notify_one();
                     }
-                    return Some(key);
+                    return Some((key, why));
                 }
-                st.delayed.values().min().copied()
+                st.delayed.values().map(|(t, _)| *t).min()
             };
             match next_deadline {
                 Some(at) => {
@@ -301,6 +327,34 @@ mod tests {
             tokio::time::timeout(within, q.get()).await.is_err(),
             "expected no key within {within:?}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_come_with_the_first_reason_since_handed_out() {
+        let q = WorkQueue::new();
+        let next = || async {
+            tokio::time::timeout(Duration::from_secs(60), q.get_why())
+                .await
+                .expect("a key within a minute")
+                .expect("not shut down")
+        };
+        // (adds before the get, the reason expected)
+        q.add_why("a", "changed");
+        q.add_why("a", "owner");
+        assert_eq!(next().await, ("a".to_owned(), "changed"));
+        // Added while in flight: handed out after `done`, with that reason.
+        q.add_why("a", "watched");
+        q.done("a");
+        assert_eq!(next().await, ("a".to_owned(), "watched"));
+        q.done("a");
+        q.add_after("b", Duration::from_secs(1));
+        assert_eq!(next().await, ("b".to_owned(), "requeue"));
+        q.done("b");
+        q.add_rate_limited("c");
+        assert_eq!(next().await, ("c".to_owned(), "retry"));
+        q.done("c");
+        q.add("d");
+        assert_eq!(next().await, ("d".to_owned(), "added"));
     }
 
     #[tokio::test(start_paused = true)]

@@ -50,7 +50,7 @@ use wisp_store::{
 use crate::{
     executor::{Executor, Outcome},
     names::label,
-    queue::WorkQueue,
+    queue::{Why, WorkQueue},
     reconciler::{
         Action, Context, Event, ObjectRef, Observer, ReconcileError, Reconciler, resource,
     },
@@ -248,14 +248,14 @@ impl Router {
         }
     }
 
-    /// Queues `key` to every reconciler of its kind.
-    fn enqueue(&self, key: &ObjectRef) {
+    /// Queues `key` to every reconciler of its kind, saying why.
+    fn enqueue(&self, key: &ObjectRef, why: Why) {
         if key.name.is_empty() {
             return;
         }
         for (r, q) in &self.queues {
             if r.kind() == key.kind {
-                q.add(key.clone());
+                q.add_why(key.clone(), why);
             }
         }
     }
@@ -264,13 +264,15 @@ impl Router {
         self.queues.iter().any(|(r, _)| r.kind() == kind)
     }
 
-    /// Everything one store event implies (see the module doc, step 2). Returns the
-    /// object's key (None when its metadata does not decode).
+    /// Everything one store event implies (see the module doc, step 2); `why` the object's
+    /// own key is queued (a change, or a resync). Returns that key (None when the
+    /// object's metadata does not decode).
     fn dispatch(
         &self,
         kind: &'static ResourceKind,
         obj: &serde_json::Value,
         deleted: bool,
+        why: Why,
     ) -> Option<ObjectRef> {
         let meta = match ObjectMeta::deserialize(&obj["metadata"]) {
             Ok(meta) => meta,
@@ -290,7 +292,7 @@ impl Router {
             o.observe(&event);
         }
         let own = event.object_ref();
-        self.enqueue(&own);
+        self.enqueue(&own, why);
 
         for o in &meta.owner_references {
             let group = o.api_version.split_once('/').map_or("", |(g, _)| g);
@@ -298,14 +300,14 @@ impl Router {
                 .into_iter()
                 .find(|k| k.kind == o.kind && k.group == group)
             {
-                self.enqueue(&event.sibling(k, &o.name));
+                self.enqueue(&event.sibling(k, &o.name), "child changed");
             }
         }
         for (lbl, k) in LABELLED_PARENTS {
             if let Some(v) = meta.labels.get(lbl)
                 && label_names_parent(lbl, kind)
             {
-                self.enqueue(&event.sibling(k, v));
+                self.enqueue(&event.sibling(k, v), "labelled child changed");
             }
         }
         for (r, q) in &self.queues {
@@ -317,7 +319,7 @@ impl Router {
                 Ok(keys) => {
                     for k in keys {
                         debug_assert!(k.kind == r.kind(), "watches() returned another kind");
-                        q.add(k);
+                        q.add_why(k, "watched");
                     }
                 }
                 Err(_) => error!(
@@ -331,7 +333,8 @@ impl Router {
 
     fn dispatch_event(&self, ev: &WatchEvent) {
         if let Some(kind) = self.kinds.get(&ev.resource) {
-            self.dispatch(kind, &ev.object, ev.event_type == EventType::Deleted);
+            let deleted = ev.event_type == EventType::Deleted;
+            self.dispatch(kind, &ev.object, deleted, "changed");
         }
     }
 
@@ -359,7 +362,7 @@ impl Router {
     fn resynced(&self, kind: &'static ResourceKind, items: &[serde_json::Value]) {
         let keys: HashSet<ObjectRef> = items
             .iter()
-            .filter_map(|item| self.dispatch(kind, item, false))
+            .filter_map(|item| self.dispatch(kind, item, false, "resync"))
             .collect();
         if kind == &kinds::REVISION && self.has_reconciler_for(kind) {
             // Replicas of revisions deleted while we were not watching (or before a
@@ -368,7 +371,7 @@ impl Router {
                 let key = ObjectRef::new(kind, namespace, name);
                 if !keys.contains(&key) {
                     debug!(revision = %key, "platform revision unknown to the store");
-                    self.enqueue(&key);
+                    self.enqueue(&key, "platform leftover");
                 }
             }
         }
@@ -472,7 +475,10 @@ async fn watch_platform(
             c = changes.recv() => c,
         };
         match change {
-            Ok(k) => router.enqueue(&ObjectRef::new(&kinds::REVISION, k.namespace, k.name)),
+            Ok(k) => router.enqueue(
+                &ObjectRef::new(&kinds::REVISION, k.namespace, k.name),
+                "replicas changed",
+            ),
             Err(RecvError::Lagged(n)) => {
                 warn!(missed = n, "platform changes lagged; resyncing revisions");
                 if let Err(e) = blocking(&router, |r| r.resync_kind(&kinds::REVISION)).await {
@@ -501,8 +507,8 @@ async fn watch_scaling(
         match wake {
             Ok(k) => {
                 let rev = ObjectRef::new(&kinds::REVISION, k.namespace, k.name);
-                router.enqueue(&rev.with_kind(&kinds::POD_AUTOSCALER));
-                router.enqueue(&rev);
+                router.enqueue(&rev.with_kind(&kinds::POD_AUTOSCALER), "scaling");
+                router.enqueue(&rev, "scaling");
             }
             Err(RecvError::Lagged(n)) => {
                 warn!(missed = n, "autoscaling wake-ups lagged; resyncing");
@@ -545,15 +551,16 @@ async fn worker(
     queue: WorkQueue<ObjectRef>,
 ) {
     let kind = reconciler.kind().kind;
-    while let Some(k) = queue.get().await {
+    while let Some((k, why)) = queue.get_why().await {
         let retries = queue.num_requeues(&k);
         // What happens during the reconcile (store writes, platform calls) is logged
-        // inside this span; `retries` says whether a failure brought it back.
+        // inside this span; `why` says what queued it, `retries` how often it failed.
         let span = tracing::debug_span!(
             "reconcile",
             kind,
             namespace = %k.namespace,
             name = %k.name,
+            why,
             retries
         );
         let (r, c, key) = (reconciler.clone(), ctx.clone(), k.clone());
