@@ -9,11 +9,11 @@
 //!    committed meanwhile is missed (replaying a change twice is harmless: reconcilers are
 //!    level-based).
 //! 2. **Store events** (a [`wisp_store::Watch`] of every kind: the list of step 1, then
-//!    every change in order, in batches). For each event: (a) the object's own key goes to
-//!    the reconcilers of its kind; (b) each owner reference, and the
-//!    `serving.knative.dev/{service,configuration,route}` labels on a direct child (see
-//!    [`label_names_parent`]), queue the owner's key to the owner kind's reconcilers, so a
-//!    child's change re-reconciles its parent; (c) each reconciler's
+//!    every change in order, in batches). For each event: the [`Observer`]s see it first;
+//!    then (a) the object's own key goes to the reconcilers of its kind; (b) each owner
+//!    reference, and the `serving.knative.dev/{service,configuration,route}` labels on a
+//!    direct child (see [`label_names_parent`]), queue the owner's key to the owner kind's
+//!    reconcilers, so a child's change re-reconciles its parent; (c) each reconciler's
 //!    [`Reconciler::watches`] may add keys of its own kind. If the log was compacted past
 //!    our position (`Gone`), the watch re-lists and the list is handled as in step 1.
 //! 3. **Platform changes**: the revision key goes to the revision reconcilers; if the
