@@ -1,13 +1,14 @@
 //! The endpoint sync: keeps [`Backends`] in line with the store's revisions and the
 //! platform's replicas.
 //!
-//! - Revisions: a full list at start, then the store's event log filtered to revisions
-//!   (`subscribe()` + `events_since`); a revision that appears gets a backend with its
-//!   queue settings, one that is deleted loses it (held requests end with 503).
+//! - Revisions: a [`wisp_store::Watch`] of the store's revisions: a full list at start,
+//!   then every change; a revision that appears gets a backend with its queue settings, one
+//!   that is deleted loses it (held requests end with 503). A list (at start, or when the
+//!   log was compacted past the watch) replaces what was known.
 //! - Replicas: every `Platform::changes()` key re-reads that revision's replicas; a lagged
 //!   broadcast re-reads them all.
-//! - Every [`RESYNC_PERIOD`] everything is re-read anyway: simple, and it repairs whatever
-//!   a missed event could have left behind.
+//! - Every [`RESYNC_PERIOD`] the watch is started again from a fresh list: simple, and it
+//!   repairs whatever a missed event could have left behind.
 
 use std::{collections::HashSet, future::Future, sync::Arc, time::Duration};
 
@@ -15,7 +16,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tracing::{debug, warn};
 use wisp_api::{config::Config, serving::Revision};
 use wisp_runtime::{RevisionKey, SharedPlatform};
-use wisp_store::{EventType, Store, StoreError};
+use wisp_store::{EventType, OnGone, Store, Watch, WatchBatch, WatchEvent, WatchSpec};
 
 use crate::{backends::Backends, config::queue_config};
 
@@ -25,7 +26,8 @@ pub const REVISIONS: &str = "revisions.serving.knative.dev";
 /// The safety-net full resync.
 pub const RESYNC_PERIOD: Duration = Duration::from_secs(5);
 
-const EVENT_BATCH: usize = 500;
+/// Pause before retrying after the store failed to answer.
+const RETRY: Duration = Duration::from_secs(1);
 
 /// Runs the sync until `shutdown` resolves.
 pub async fn sync_endpoints(
@@ -43,19 +45,10 @@ pub async fn sync_endpoints(
     };
     // Subscribe before listing, so no change falls in between.
     let mut changes = sync.platform.changes();
-    let mut commits = sync.store.subscribe();
     let mut shutdown = std::pin::pin!(shutdown);
-    let mut last = loop {
-        match sync.full().await {
-            Ok(rv) => break rv,
-            Err(e) => {
-                warn!(error = %e, "endpoint sync: listing revisions failed; retrying");
-                tokio::select! {
-                    _ = &mut shutdown => return,
-                    _ = tokio::time::sleep(Duration::from_secs(1)) => {}
-                }
-            }
-        }
+    let mut watch = tokio::select! {
+        _ = &mut shutdown => return,
+        w = sync.watch() => w,
     };
     let mut tick = tokio::time::interval(RESYNC_PERIOD);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -74,24 +67,23 @@ pub async fn sync_endpoints(
                 }
                 Err(RecvError::Closed) => platform_open = false,
             },
-            changed = commits.changed() => {
-                if changed.is_err() {
-                    return;
+            batch = watch.next() => match batch {
+                Ok(WatchBatch::Listed { events, .. }) => sync.listed(&events),
+                Ok(WatchBatch::Changed(events)) => sync.changed(&events),
+                Err(e) => {
+                    warn!(error = %e, "endpoint sync: reading revisions failed; retrying");
+                    tokio::select! {
+                        _ = &mut shutdown => return,
+                        _ = tokio::time::sleep(RETRY) => {}
+                    }
                 }
-                commits.borrow_and_update();
-                match sync.events(last).await {
-                    Ok(rv) => last = rv,
-                    Err(StoreError::Gone { .. }) => match sync.full().await {
-                        Ok(rv) => last = rv,
-                        Err(e) => warn!(error = %e, "endpoint sync: resync failed"),
-                    },
-                    Err(e) => warn!(error = %e, "endpoint sync: reading events failed"),
-                }
-            }
-            _ = tick.tick() => match sync.full().await {
-                Ok(rv) => last = last.max(rv),
-                Err(e) => warn!(error = %e, "endpoint sync: resync failed"),
             },
+            _ = tick.tick() => {
+                watch = tokio::select! {
+                    _ = &mut shutdown => return,
+                    w = sync.watch() => w,
+                };
+            }
         }
     }
 }
@@ -104,6 +96,21 @@ struct Sync {
 }
 
 impl Sync {
+    /// A watch of the revisions from a fresh list (its first batch), retried until the
+    /// store answers.
+    async fn watch(&self) -> Watch<WatchEvent> {
+        loop {
+            let spec = WatchSpec::new([REVISIONS]).on_gone(OnGone::Relist);
+            match self.store.watch(spec).await {
+                Ok(w) => return w,
+                Err(e) => {
+                    warn!(error = %e, "endpoint sync: listing revisions failed; retrying");
+                    tokio::time::sleep(RETRY).await;
+                }
+            }
+        }
+    }
+
     /// Re-reads one revision's replicas from the platform.
     fn replicas(&self, key: &RevisionKey) {
         if let Some(b) = self.backends.get(&key.namespace, &key.name) {
@@ -121,10 +128,6 @@ impl Sync {
             }
         };
         let key = RevisionKey::new(&rev.metadata.namespace, &rev.metadata.name);
-        if rev.metadata.deletion_timestamp.is_some() {
-            self.backends.remove(&key);
-            return;
-        }
         let (b, created) = self
             .backends
             .ensure(&key, &queue_config(&rev, &self.config.defaults));
@@ -134,19 +137,13 @@ impl Sync {
         }
     }
 
-    /// Lists every revision: adds the missing backends, removes the stale ones, re-reads
-    /// every replica set. Returns the store revision the list is consistent with.
-    async fn full(&self) -> Result<u64, StoreError> {
-        let store = self.store.clone();
-        let (items, rv) = blocking(move || store.list(REVISIONS, None, None)).await?;
+    /// Every stored revision: adds the missing backends, removes the stale ones, re-reads
+    /// every replica set.
+    fn listed(&self, events: &[WatchEvent]) {
         let mut keys = HashSet::new();
-        for obj in &items {
-            self.revision(obj);
-            let m = &obj["metadata"];
-            keys.insert(RevisionKey::new(
-                m["namespace"].as_str().unwrap_or(""),
-                m["name"].as_str().unwrap_or(""),
-            ));
+        for ev in events {
+            self.revision(&ev.object);
+            keys.insert(key_of(&ev.object));
         }
         for b in self.backends.all() {
             if keys.contains(b.key()) {
@@ -156,42 +153,28 @@ impl Sync {
                 self.backends.remove(b.key());
             }
         }
-        Ok(rv)
     }
 
-    /// Applies the revision events after `from`; returns the new position.
-    async fn events(&self, mut from: u64) -> Result<u64, StoreError> {
-        loop {
-            let store = self.store.clone();
-            let events =
-                blocking(move || store.events_since(from, Some(REVISIONS), None, EVENT_BATCH))
-                    .await?;
-            for ev in &events {
-                match ev.event_type {
-                    EventType::Deleted => {
-                        let m = &ev.object["metadata"];
-                        let key = RevisionKey::new(
-                            m["namespace"].as_str().unwrap_or(""),
-                            m["name"].as_str().unwrap_or(""),
-                        );
-                        debug!(revision = %key, "endpoint sync: backend removed");
-                        self.backends.remove(&key);
-                    }
-                    _ => self.revision(&ev.object),
+    /// Applies revision events in order.
+    fn changed(&self, events: &[WatchEvent]) {
+        for ev in events {
+            match ev.event_type {
+                EventType::Deleted => {
+                    let key = key_of(&ev.object);
+                    debug!(revision = %key, "endpoint sync: backend removed");
+                    self.backends.remove(&key);
                 }
-                from = from.max(ev.resource_version);
-            }
-            if events.len() < EVENT_BATCH {
-                return Ok(from);
+                EventType::Added | EventType::Modified => self.revision(&ev.object),
             }
         }
     }
 }
 
-/// Runs a store call on the blocking pool (the store is synchronous SQLite).
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    match tokio::task::spawn_blocking(f).await {
-        Ok(v) => v,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    }
+/// The revision a stored object is.
+fn key_of(obj: &serde_json::Value) -> RevisionKey {
+    let m = &obj["metadata"];
+    RevisionKey::new(
+        m["namespace"].as_str().unwrap_or(""),
+        m["name"].as_str().unwrap_or(""),
+    )
 }

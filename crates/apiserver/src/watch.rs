@@ -1,9 +1,9 @@
 //! `?watch=true`: newline-delimited JSON events, in resourceVersion order, as the
 //! Kubernetes API server streams them.
 //!
-//! The stream reads committed events from the store's event log and sleeps on the store's
-//! revision channel between batches, so a watcher never misses or reorders a change and
-//! costs nothing while idle.
+//! The stream is a [`wisp_store::Watch`] (list-then-watch over the store's event log, read on
+//! the blocking pool, asleep while nothing commits), so a watcher never misses or reorders
+//! a change and costs nothing while idle; this module only frames its batches as lines.
 
 use std::{collections::VecDeque, time::Duration};
 
@@ -14,7 +14,7 @@ use axum::{
 };
 use serde_json::Value;
 use wisp_api::kinds::ResourceKind;
-use wisp_store::{LabelSelector, StoreError};
+use wisp_store::{LabelSelector, RawEvent, Start, Watch, WatchBatch, WatchSpec};
 
 use crate::{ApiState, error::ApiError, handlers::resource};
 
@@ -22,13 +22,8 @@ use crate::{ApiState, error::ApiError, handlers::resource};
 const BATCH: usize = 256;
 
 struct WatchState {
-    st: ApiState,
-    resource: String,
-    ns: Option<String>,
-    selector: Option<LabelSelector>,
-    last: u64,
+    watch: Watch<RawEvent>,
     pending: VecDeque<bytes::Bytes>,
-    rx: tokio::sync::watch::Receiver<u64>,
     deadline: Option<tokio::time::Instant>,
     stopping: tokio::sync::watch::Receiver<bool>,
     done: bool,
@@ -39,7 +34,8 @@ fn line(event_type: &str, object: &Value) -> bytes::Bytes {
     raw_line(event_type, &object.to_string())
 }
 
-/// [`line`] for an object still in its stored JSON text: no parse, no re-serialization.
+/// [`line`] for an object still in its stored JSON text: no parse, no re-serialization
+/// (a watch's events would otherwise be parsed and serialized again for every watcher).
 /// `event_type` is one of the fixed Kubernetes event names (nothing to escape).
 fn raw_line(event_type: &str, object: &str) -> bytes::Bytes {
     let mut s = String::with_capacity(object.len() + 32);
@@ -51,14 +47,15 @@ fn raw_line(event_type: &str, object: &str) -> bytes::Bytes {
     s.into()
 }
 
-fn matches(selector: &Option<LabelSelector>, object: &Value) -> bool {
-    selector
-        .as_ref()
-        .is_none_or(|sel| sel.matches_object(object))
+fn lines(events: Vec<RawEvent>) -> impl Iterator<Item = bytes::Bytes> {
+    events
+        .into_iter()
+        .map(|ev| raw_line(ev.event_type.as_str(), &ev.object))
 }
 
 /// Starts a watch from `from` (exclusive), or — when `from` is None — with synthetic ADDED
-/// events for every current object followed by every later change.
+/// events for every current object followed by every later change. A `from` already
+/// compacted away is answered with 410 up front.
 pub async fn serve(
     st: ApiState,
     kind: &'static ResourceKind,
@@ -67,46 +64,17 @@ pub async fn serve(
     from: Option<u64>,
     timeout_secs: Option<u64>,
 ) -> Result<Response, ApiError> {
-    let res = resource(kind);
-    // Subscribe before reading so that a commit between the read and the first wait is
-    // still seen as a change.
-    let rx = st.store.subscribe();
-    let mut pending = VecDeque::new();
-    let last = match from {
-        Some(rv) => {
-            // Probe once so that a too-old resourceVersion is answered with 410 up front.
-            let (store, r, n) = (st.store.clone(), res.clone(), ns.clone());
-            let probe = tokio::task::spawn_blocking(move || {
-                store.events_since(rv, Some(&r), n.as_deref(), 1)
-            })
-            .await
-            .map_err(|e| ApiError::internal(e.to_string()))?;
-            match probe {
-                Err(e @ StoreError::Gone { .. }) => return Err(e.into()),
-                Err(e) => return Err(e.into()),
-                Ok(_) => rv,
-            }
-        }
-        None => {
-            let (store, r, n, sel) = (st.store.clone(), res.clone(), ns.clone(), selector.clone());
-            let (items, rv) =
-                tokio::task::spawn_blocking(move || store.list(&r, n.as_deref(), sel.as_ref()))
-                    .await
-                    .map_err(|e| ApiError::internal(e.to_string()))??;
-            pending.extend(items.iter().map(|o| line("ADDED", o)));
-            rv
-        }
-    };
+    let spec = WatchSpec::new([resource(kind)])
+        .namespace(ns)
+        .selector(selector)
+        .start(from.map_or(Start::List, Start::From))
+        .batch(BATCH);
+    let watch = st.store.watch(spec).await?;
     let state = WatchState {
-        stopping: st.stopping.clone(),
-        st,
-        resource: res,
-        ns,
-        selector,
-        last,
-        pending,
-        rx,
+        watch,
+        pending: VecDeque::new(),
         deadline: timeout_secs.map(|s| tokio::time::Instant::now() + Duration::from_secs(s)),
+        stopping: st.stopping.clone(),
         done: false,
     };
     let stream = futures_util::stream::unfold(state, next_chunk);
@@ -128,40 +96,20 @@ async fn next_chunk(
         if s.done {
             return None;
         }
-        let (store, r, n, from) = (s.st.store.clone(), s.resource.clone(), s.ns.clone(), s.last);
-        let selector = s.selector.clone();
-        // Without a selector the stored text goes out as it is: a watch's events are
-        // otherwise parsed and serialized again for every watcher.
-        let batch = tokio::task::spawn_blocking(move || -> Result<_, StoreError> {
-            let events = store.events_since_raw(from, Some(&r), n.as_deref(), BATCH)?;
-            let mut out = Vec::with_capacity(events.len());
-            for ev in events {
-                let line = match &selector {
-                    None => Some(raw_line(ev.event_type.as_str(), &ev.object)),
-                    Some(_) => {
-                        let object: Value = serde_json::from_str(&ev.object)
-                            .map_err(|e| StoreError::Corrupt(format!("stored object: {e}")))?;
-                        matches(&selector, &object).then(|| line(ev.event_type.as_str(), &object))
-                    }
-                };
-                out.push((ev.resource_version, line));
-            }
-            Ok(out)
-        })
-        .await;
+        // Wait for a batch until the watch times out or the server shuts down (then the
+        // stream ends cleanly, as a timeout would).
+        let far = tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
+        let until = s.deadline.unwrap_or(far);
+        let batch = tokio::select! {
+            b = s.watch.next() => b,
+            _ = tokio::time::sleep_until(until) => return None,
+            _ = s.stopping.wait_for(|stop| *stop) => return None,
+        };
         match batch {
-            Ok(Ok(events)) if !events.is_empty() => {
-                for (rv, line) in events {
-                    s.last = rv;
-                    s.pending.extend(line);
-                }
-                // A filtered-out batch may have advanced `last` past the store's revision
-                // only up to what was committed; mark it seen so we do not spin.
-                s.rx.borrow_and_update();
-                continue;
+            Ok(WatchBatch::Listed { events, .. } | WatchBatch::Changed(events)) => {
+                s.pending.extend(lines(events));
             }
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => {
+            Err(e) => {
                 // Compacted past us (or a store failure): tell the client as Kubernetes does,
                 // with an ERROR event carrying the Status, then end the stream.
                 let status = ApiError::from(e).status;
@@ -170,22 +118,7 @@ async fn next_chunk(
                     &serde_json::to_value(status).unwrap_or_default(),
                 ));
                 s.done = true;
-                continue;
             }
-            Err(_) => return None,
-        }
-        // Nothing new: sleep until the store commits something, the watch times out, or
-        // the server shuts down (then the stream ends cleanly, as a timeout would).
-        let far = tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
-        let until = s.deadline.unwrap_or(far);
-        tokio::select! {
-            changed = s.rx.changed() => {
-                if changed.is_err() {
-                    return None;
-                }
-            }
-            _ = tokio::time::sleep_until(until) => return None,
-            _ = s.stopping.wait_for(|stop| *stop) => return None,
         }
     }
 }

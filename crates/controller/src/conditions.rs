@@ -118,6 +118,23 @@ impl ConditionSet {
         }
     }
 
+    /// Sets several conditions, then the happy one from its dependents once. For a
+    /// reconcile that computes every dependent in one pass: marking them one at a time
+    /// could move the happy condition through a passing value and stamp a new transition
+    /// time on a Ready that in the end did not change.
+    pub fn mark_all<'a>(
+        &self,
+        status: &mut Status,
+        marks: impl IntoIterator<Item = (&'a str, ConditionStatus, &'a str, &'a str)>,
+        now: DateTime<Utc>,
+    ) {
+        for (type_, cs, reason, message) in marks {
+            set(status, type_, cs, reason, message, now);
+        }
+        let (cs, reason, message) = ready_from(status, self.dependents);
+        set(status, self.happy, cs, &reason, &message, now);
+    }
+
     pub fn mark_true(&self, status: &mut Status, type_: &str, now: DateTime<Utc>) {
         self.mark(status, type_, ConditionStatus::True, "", "", now);
     }
@@ -309,5 +326,27 @@ mod tests {
         SET.mark_true(&mut st, "Active", t(4));
         assert!(is_false(&st, READY));
         assert!(is_true(&st, "Active"));
+    }
+
+    #[test]
+    fn mark_all_moves_ready_once() {
+        const SET: ConditionSet = ConditionSet::new(READY, &["A", "B"]);
+        // (what, A, B, expected Ready, Ready's transition moved to t(1)?)
+        let cases = [
+            ("both still true", True, True, True, false),
+            ("one fails", True, False, False, true),
+            // One at a time, A=Unknown first would pass Ready through Unknown and stamp it;
+            // together Ready goes straight to False.
+            ("both change", Unknown, False, False, true),
+        ];
+        for (what, a, b, ready, moved) in cases {
+            let mut st = Status::default();
+            SET.mark_all(&mut st, [("A", True, "", ""), ("B", True, "", "")], t(0));
+            SET.mark_all(&mut st, [("A", a, "", ""), ("B", b, "", "")], t(1));
+            let r = st.condition(READY).unwrap();
+            assert_eq!(r.status, ready, "{what}");
+            let at = if moved { t(1) } else { t(0) };
+            assert_eq!(r.last_transition_time, Some(timestamp(at)), "{what}");
+        }
     }
 }

@@ -2,18 +2,22 @@
 //!
 //! Objects live in the store ([`wisp_store::Store`]); each reconciler makes the world match
 //! one kind of object, level-based and idempotent: it reads the object named by a
-//! `namespace/name` key, computes the desired children with pure builders, writes what
-//! differs, and reports status back. The [`runner`] watches the store's event log and the
-//! platform's replica changes, turns every change into keys (the object's own, its owners',
-//! and whatever a reconciler declares it [`watches`](reconciler::Reconciler::watches)), and
-//! feeds them through a Kubernetes-style work [`queue`] (dedupe, one worker per key at a
-//! time, exponential back-off) to the reconcilers.
+//! key ([`ObjectRef`]), computes the desired children with pure builders, writes what
+//! differs, and reports status back. Each kind implements [`TypedReconciler`] ("what this
+//! object wants"); its adapter does the plumbing once (fetch and decode, the not-found case,
+//! the status write only when it changed). The [`runner`] watches the store
+//! ([`wisp_store::Watch`]) and the platform's replica changes, turns every change into keys
+//! (the object's own, its owners', and whatever a reconciler declares it
+//! [`watches`](reconciler::Reconciler::watches)), feeds in-memory indexes ([`Observer`]s),
+//! and drives the keys through a Kubernetes-style work [`queue`] (dedupe, one worker per key
+//! at a time, exponential back-off) to the reconcilers.
 //!
 //! The chain: Service → Configuration + Route; Configuration → Revision (immutable, one per
 //! generation); Revision → `Platform::scale` and status from the replicas; Route → the
 //! routing table for the ingress; labeler and GC keep routing state and old revisions tidy.
 //!
-//! Start reading at [`runner`], then a reconciler: [`configuration`] (pure builders in
+//! Start reading at [`runner`] and [`reconciler`] (the contract and its typed adapter),
+//! then a reconciler: [`configuration`] (pure builders in
 //! `configuration/resources.rs`) and [`revision`]. Shared helpers: [`conditions`] (Knative's
 //! living condition set), [`names`] (child names, label keys), [`objects`] (typed store
 //! access, owner references), and [`testing`] (a fake platform and fixtures).
@@ -38,21 +42,28 @@ pub mod route;
 pub mod service;
 
 pub use autoscaling::{PodAutoscalerReconciler, Scaling};
-pub use reconciler::{Action, Context, ReconcileError, Reconciler};
-pub use runner::Controllers;
+pub use reconciler::{
+    Action, Context, Event, ObjectRef, Observer, ReconcileError, Reconciler, TypedReconciler,
+};
+pub use runner::{Controllers, Reconcilers};
 
-/// Every reconciler `wisp serve` runs, in the order of the chain above.
-pub fn all_reconcilers() -> Vec<std::sync::Arc<dyn Reconciler>> {
-    // Routes by what they reference: one index, fed by Route events, for both Route
-    // reconcilers' `watches`.
-    let routes = std::sync::Arc::new(route::RouteIndex::default());
-    vec![
-        std::sync::Arc::new(service::ServiceReconciler),
-        std::sync::Arc::new(configuration::ConfigurationReconciler),
-        std::sync::Arc::new(revision::RevisionReconciler),
-        std::sync::Arc::new(autoscaling::PodAutoscalerReconciler::new()),
-        std::sync::Arc::new(route::RouteReconciler::new(routes.clone())),
-        std::sync::Arc::new(labeler::LabelerReconciler::new(routes)),
-        std::sync::Arc::new(gc::GcReconciler),
-    ]
+/// Every reconciler `wisp serve` runs, in the order of the chain above, and what they
+/// observe.
+pub fn all_reconcilers() -> Reconcilers {
+    use std::sync::Arc;
+    // Routes by what they reference: one index, an observer of Route events, for both
+    // Route reconcilers' `watches`.
+    let routes = Arc::new(route::RouteIndex::default());
+    Reconcilers {
+        reconcilers: vec![
+            Arc::new(service::ServiceReconciler),
+            Arc::new(configuration::ConfigurationReconciler),
+            Arc::new(revision::RevisionReconciler),
+            Arc::new(autoscaling::PodAutoscalerReconciler::new()),
+            Arc::new(route::RouteReconciler::new(routes.clone())),
+            Arc::new(labeler::LabelerReconciler::new(routes.clone())),
+            Arc::new(gc::GcReconciler),
+        ],
+        observers: vec![routes],
+    }
 }

@@ -6,10 +6,13 @@
 
 use serde::{Serialize, de::DeserializeOwned};
 use wisp_api::{
-    autoscaling::PodAutoscaler,
+    autoscaling::{PodAutoscaler, PodAutoscalerStatus},
     kinds::{self, ResourceKind},
     meta::{ObjectMeta, OwnerReference},
-    serving::{Configuration, Revision, Route, Service},
+    serving::{
+        Configuration, ConfigurationStatus, Revision, RevisionStatus, Route, RouteStatus, Service,
+        ServiceStatus,
+    },
 };
 use wisp_store::{LabelSelector, Store};
 
@@ -17,16 +20,23 @@ use crate::reconciler::{ReconcileError, resource};
 
 /// A top-level object of a known kind.
 pub trait Resource: Serialize + DeserializeOwned + Send + 'static {
+    /// What its status subresource holds.
+    type Status: PartialEq + Clone;
     fn kind() -> &'static ResourceKind;
+    fn status(&self) -> Option<&Self::Status>;
     fn meta(&self) -> &ObjectMeta;
     fn meta_mut(&mut self) -> &mut ObjectMeta;
 }
 
 macro_rules! resource_impl {
-    ($ty:ty, $kind:expr) => {
+    ($ty:ty, $status:ty, $kind:expr) => {
         impl Resource for $ty {
+            type Status = $status;
             fn kind() -> &'static ResourceKind {
                 &$kind
+            }
+            fn status(&self) -> Option<&$status> {
+                self.status.as_ref()
             }
             fn meta(&self) -> &ObjectMeta {
                 &self.metadata
@@ -38,11 +48,11 @@ macro_rules! resource_impl {
     };
 }
 
-resource_impl!(Service, kinds::SERVICE);
-resource_impl!(Configuration, kinds::CONFIGURATION);
-resource_impl!(Revision, kinds::REVISION);
-resource_impl!(Route, kinds::ROUTE);
-resource_impl!(PodAutoscaler, kinds::POD_AUTOSCALER);
+resource_impl!(Service, ServiceStatus, kinds::SERVICE);
+resource_impl!(Configuration, ConfigurationStatus, kinds::CONFIGURATION);
+resource_impl!(Revision, RevisionStatus, kinds::REVISION);
+resource_impl!(Route, RouteStatus, kinds::ROUTE);
+resource_impl!(PodAutoscaler, PodAutoscalerStatus, kinds::POD_AUTOSCALER);
 
 /// Decodes a stored object.
 pub fn decode<T: Resource>(value: serde_json::Value) -> Result<T, ReconcileError> {

@@ -5,6 +5,9 @@
 //!   until [`done`](WorkQueue::done); if it is added meanwhile, it is queued again right after
 //!   `done` (so a change during a reconcile is never lost, and never reconciled twice at once).
 //! * **Delays**: [`add_after`](WorkQueue::add_after) (the earliest pending time wins).
+//! * **Why**: each add says why ([`Why`]); the first reason since the key was last
+//!   handed out comes with it from [`get_why`](WorkQueue::get_why), for the reconcile's
+//!   tracing span.
 //! * **Back-off**: [`add_rate_limited`](WorkQueue::add_rate_limited) waits
 //!   [`BASE_DELAY`] × 2^(failures−1), capped at [`MAX_DELAY`]; [`forget`](WorkQueue::forget)
 //!   resets the count after a success. Kubernetes starts at 5 ms and caps at 1000 s; wisp
@@ -14,7 +17,9 @@
 //! Time is `tokio::time`, so tests run with paused time.
 
 use std::{
+    borrow::Borrow,
     collections::{HashMap, HashSet, VecDeque},
+    hash::Hash,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
 };
@@ -26,13 +31,47 @@ pub const BASE_DELAY: Duration = Duration::from_millis(10);
 /// Longest retry delay of a failing key.
 pub const MAX_DELAY: Duration = Duration::from_secs(30);
 
-/// A cloneable handle to one queue.
-#[derive(Clone, Default)]
-pub struct WorkQueue {
-    inner: Arc<Inner>,
+/// Why a key was queued: a short fixed word such as `"changed"`, `"owner"` or `"retry"`.
+pub type Why = &'static str;
+
+/// What a queue can hold: a key compared and hashed by value.
+pub trait Key: Clone + Eq + Hash + Send + 'static {}
+impl<K: Clone + Eq + Hash + Send + 'static> Key for K {}
+
+/// A cloneable handle to one queue of `K` keys (the controllers' are
+/// [`ObjectRef`](crate::reconciler::ObjectRef)s).
+pub struct WorkQueue<K> {
+    inner: Arc<Inner<K>>,
 }
 
-impl std::fmt::Debug for WorkQueue {
+impl<K> Clone for WorkQueue<K> {
+    fn clone(&self) -> Self {
+        WorkQueue {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<K: Key> Default for WorkQueue<K> {
+    fn default() -> Self {
+        WorkQueue {
+            inner: Arc::new(Inner {
+                state: Mutex::new(State {
+                    queue: VecDeque::new(),
+                    dirty: HashSet::new(),
+                    processing: HashSet::new(),
+                    delayed: HashMap::new(),
+                    why: HashMap::new(),
+                    failures: HashMap::new(),
+                    shut_down: false,
+                }),
+                notify: Notify::new(),
+            }),
+        }
+    }
+}
+
+impl<K: Key> std::fmt::Debug for WorkQueue<K> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let st = self.state();
         f.debug_struct("WorkQueue")
@@ -43,34 +82,35 @@ impl std::fmt::Debug for WorkQueue {
     }
 }
 
-#[derive(Default)]
-struct Inner {
-    state: Mutex<State>,
+struct Inner<K> {
+    state: Mutex<State<K>>,
     notify: Notify,
 }
 
-#[derive(Default)]
-struct State {
+struct State<K> {
     /// Ready keys in FIFO order; every key here is also in `dirty`.
-    queue: VecDeque<String>,
+    queue: VecDeque<K>,
     /// Keys that need processing (queued, or added while being processed).
-    dirty: HashSet<String>,
+    dirty: HashSet<K>,
     /// Keys handed out and not yet `done`.
-    processing: HashSet<String>,
-    /// Keys waiting for a time, with the earliest time asked for.
-    delayed: HashMap<String, Instant>,
+    processing: HashSet<K>,
+    /// Keys waiting for a time, with the earliest time asked for (and why).
+    delayed: HashMap<K, (Instant, Why)>,
+    /// Why each dirty key was first queued since it was last handed out.
+    why: HashMap<K, Why>,
     /// Consecutive failures per key, for back-off.
-    failures: HashMap<String, u32>,
+    failures: HashMap<K, u32>,
     shut_down: bool,
 }
 
-impl State {
+impl<K: Key> State<K> {
     /// Returns true if the key became ready to hand out (caller should notify).
-    fn add(&mut self, key: String) -> bool {
+    fn add(&mut self, key: K, why: Why) -> bool {
         if self.shut_down || self.dirty.contains(&key) {
             return false;
         }
         self.dirty.insert(key.clone());
+        self.why.insert(key.clone(), why);
         if self.processing.contains(&key) {
             return false;
         }
@@ -80,16 +120,17 @@ impl State {
 
     /// Moves every delayed key whose time has come into the queue; returns how many.
     fn promote_due(&mut self, now: Instant) -> usize {
-        let due: Vec<String> = self
+        let due: Vec<K> = self
             .delayed
             .iter()
-            .filter(|(_, t)| **t <= now)
+            .filter(|(_, (t, _))| *t <= now)
             .map(|(k, _)| k.clone())
             .collect();
         let mut n = 0;
         for k in due {
-            self.delayed.remove(&k);
-            if self.add(k) {
+            if let Some((_, why)) = self.delayed.remove(&k)
+                && self.add(k, why)
+            {
                 n += 1;
             }
         }
@@ -97,18 +138,23 @@ impl State {
     }
 }
 
-impl WorkQueue {
+impl<K: Key> WorkQueue<K> {
     pub fn new() -> Self {
         Self::default()
     }
 
-    fn state(&self) -> MutexGuard<'_, State> {
+    fn state(&self) -> MutexGuard<'_, State<K>> {
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Queues `key` now (no-op if it is already waiting, or after shutdown).
-    pub fn add(&self, key: impl Into<String>) {
-        let ready = self.state().add(key.into());
+    pub fn add(&self, key: impl Into<K>) {
+        self.add_why(key, "added");
+    }
+
+    /// [`add`](Self::add), saying why.
+    pub fn add_why(&self, key: impl Into<K>, why: Why) {
+        let ready = self.state().add(key.into(), why);
         if ready {
             self.inner.notify.notify_one();
         }
@@ -116,9 +162,13 @@ impl WorkQueue {
 
     /// Queues `key` once `delay` has passed (now for a zero delay). If the key is already
     /// waiting for an earlier time, that time stands.
-    pub fn add_after(&self, key: impl Into<String>, delay: Duration) {
+    pub fn add_after(&self, key: impl Into<K>, delay: Duration) {
+        self.add_after_why(key, delay, "requeue");
+    }
+
+    fn add_after_why(&self, key: impl Into<K>, delay: Duration, why: Why) {
         if delay.is_zero() {
-            return self.add(key);
+            return self.add_why(key, why);
         }
         let at = Instant::now() + delay;
         {
@@ -126,9 +176,9 @@ impl WorkQueue {
             if st.shut_down {
                 return;
             }
-            let slot = st.delayed.entry(key.into()).or_insert(at);
-            if at < *slot {
-                *slot = at;
+            let slot = st.delayed.entry(key.into()).or_insert((at, why));
+            if at < slot.0 {
+                *slot = (at, why);
             }
         }
         // A waiting worker may be sleeping until a later deadline: wake one to re-plan.
@@ -136,7 +186,7 @@ impl WorkQueue {
     }
 
     /// Queues `key` after its back-off delay, and counts one more failure for it.
-    pub fn add_rate_limited(&self, key: impl Into<String>) {
+    pub fn add_rate_limited(&self, key: impl Into<K>) {
         let key = key.into();
         let delay = {
             let mut st = self.state();
@@ -144,22 +194,33 @@ impl WorkQueue {
             *n = n.saturating_add(1);
             backoff(*n)
         };
-        self.add_after(key, delay);
+        self.add_after_why(key, delay, "retry");
     }
 
     /// Clears the failure count of `key` (after it succeeded).
-    pub fn forget(&self, key: &str) {
+    pub fn forget<Q: Hash + Eq + ?Sized>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+    {
         self.state().failures.remove(key);
     }
 
     /// How many times in a row `key` has failed.
-    pub fn num_requeues(&self, key: &str) -> u32 {
+    pub fn num_requeues<Q: Hash + Eq + ?Sized>(&self, key: &Q) -> u32
+    where
+        K: Borrow<Q>,
+    {
         self.state().failures.get(key).copied().unwrap_or(0)
     }
 
     /// Waits for the next ready key, or None once the queue is shut down. The key must be
     /// given back with [`done`](Self::done).
-    pub async fn get(&self) -> Option<String> {
+    pub async fn get(&self) -> Option<K> {
+        self.get_why().await.map(|(key, _)| key)
+    }
+
+    /// [`get`](Self::get), with why the key was queued.
+    pub async fn get_why(&self) -> Option<(K, Why)> {
         loop {
             let notified = self.inner.notify.notified();
             tokio::pin!(notified);
@@ -173,6 +234,7 @@ impl WorkQueue {
                 st.promote_due(Instant::now());
                 if let Some(key) = st.queue.pop_front() {
                     st.dirty.remove(&key);
+                    let why = st.why.remove(&key).unwrap_or("added");
                     st.processing.insert(key.clone());
                     // Pass the baton: another worker may take the next key, or must
                     // take over waiting for the next delayed one while we are busy.
@@ -181,9 +243,9 @@ impl WorkQueue {
                     if more {
                         self.inner.notify.notify_one();
                     }
-                    return Some(key);
+                    return Some((key, why));
                 }
-                st.delayed.values().min().copied()
+                st.delayed.values().map(|(t, _)| *t).min()
             };
             match next_deadline {
                 Some(at) => {
@@ -198,7 +260,10 @@ impl WorkQueue {
     }
 
     /// Marks `key` as processed; if it was added meanwhile it is queued again.
-    pub fn done(&self, key: &str) {
+    pub fn done<Q: Hash + Eq + ToOwned<Owned = K> + ?Sized>(&self, key: &Q)
+    where
+        K: Borrow<Q>,
+    {
         let requeued = {
             let mut st = self.state();
             st.processing.remove(key);
@@ -246,6 +311,9 @@ pub fn backoff(failures: u32) -> Duration {
 mod tests {
     use super::*;
 
+    /// The semantics do not depend on the key type: strings read best.
+    type WorkQueue = super::WorkQueue<String>;
+
     /// `get` that must return at once (the key is ready).
     async fn get_now(q: &WorkQueue) -> String {
         tokio::time::timeout(Duration::from_millis(1), q.get())
@@ -259,6 +327,34 @@ mod tests {
             tokio::time::timeout(within, q.get()).await.is_err(),
             "expected no key within {within:?}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn keys_come_with_the_first_reason_since_handed_out() {
+        let q = WorkQueue::new();
+        let next = || async {
+            tokio::time::timeout(Duration::from_secs(60), q.get_why())
+                .await
+                .expect("a key within a minute")
+                .expect("not shut down")
+        };
+        // (adds before the get, the reason expected)
+        q.add_why("a", "changed");
+        q.add_why("a", "owner");
+        assert_eq!(next().await, ("a".to_owned(), "changed"));
+        // Added while in flight: handed out after `done`, with that reason.
+        q.add_why("a", "watched");
+        q.done("a");
+        assert_eq!(next().await, ("a".to_owned(), "watched"));
+        q.done("a");
+        q.add_after("b", Duration::from_secs(1));
+        assert_eq!(next().await, ("b".to_owned(), "requeue"));
+        q.done("b");
+        q.add_rate_limited("c");
+        assert_eq!(next().await, ("c".to_owned(), "retry"));
+        q.done("c");
+        q.add("d");
+        assert_eq!(next().await, ("d".to_owned(), "added"));
     }
 
     #[tokio::test(start_paused = true)]

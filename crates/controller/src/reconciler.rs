@@ -1,15 +1,21 @@
 //! The reconciler contract shared by every controller: level-based, idempotent, and driven
-//! by a work queue of `namespace/name` keys.
+//! by a work queue of [`ObjectRef`] keys. [`TypedReconciler`] is what a kind implements:
+//! "what this object wants", with the plumbing (fetch, not-found, status write only when
+//! changed) done once by its adapter.
 
 use std::{sync::Arc, time::Duration};
 
 use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
-use wisp_api::{config::Config, kinds::ResourceKind};
+use wisp_api::{config::Config, kinds::ResourceKind, meta::ObjectMeta};
 use wisp_runtime::SharedPlatform;
 use wisp_store::{Store, StoreError};
 
-use crate::{autoscaling::Scaling, routing::RoutingTable};
+use crate::{
+    autoscaling::Scaling,
+    objects::{self, Resource},
+    routing::RoutingTable,
+};
 
 /// What every reconciler may use. Cheap to clone.
 #[derive(Clone)]
@@ -53,41 +59,283 @@ pub enum ReconcileError {
     Other(String),
 }
 
-/// One controller. `reconcile` is synchronous (the store is synchronous SQLite) and is run
-/// on the blocking pool, at most once at a time per key.
+/// Names one object of a kind: the work queue's key, and what [`Reconciler::watches`]
+/// answers (kube-rs's `ObjectRef`). Displayed as `namespace/name`, as Kubernetes logs keys.
+#[derive(Clone, Debug)]
+pub struct ObjectRef {
+    pub kind: &'static ResourceKind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn new(
+        kind: &'static ResourceKind,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        ObjectRef {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The object of `kind` with the same namespace and name (a Revision's PodAutoscaler).
+    pub fn with_kind(&self, kind: &'static ResourceKind) -> Self {
+        ObjectRef::new(kind, &self.namespace, &self.name)
+    }
+}
+
+impl PartialEq for ObjectRef {
+    fn eq(&self, other: &Self) -> bool {
+        // Kinds are statics: the same kind is the same value.
+        self.kind == other.kind && self.namespace == other.namespace && self.name == other.name
+    }
+}
+
+impl Eq for ObjectRef {}
+
+impl std::hash::Hash for ObjectRef {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        (self.kind.group, self.kind.kind, &self.namespace, &self.name).hash(state);
+    }
+}
+
+impl std::fmt::Display for ObjectRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// One change of a stored object as the runner hands it to [`Reconciler::watches`] and
+/// [`Observer::observe`]: its kind, its metadata (decoded once for every reconciler), and
+/// the stored JSON for whatever else a watch looks at.
+#[derive(Clone, Copy, Debug)]
+pub struct Event<'a> {
+    pub kind: &'static ResourceKind,
+    pub meta: &'a ObjectMeta,
+    pub object: &'a serde_json::Value,
+    /// The object was deleted (`object` is its last state).
+    pub deleted: bool,
+}
+
+impl Event<'_> {
+    /// The changed object.
+    pub fn object_ref(&self) -> ObjectRef {
+        ObjectRef::new(self.kind, &self.meta.namespace, &self.meta.name)
+    }
+
+    /// An object of `kind` in the changed object's namespace.
+    pub fn sibling(&self, kind: &'static ResourceKind, name: &str) -> ObjectRef {
+        ObjectRef::new(kind, &self.meta.namespace, name)
+    }
+}
+
+/// One controller as the runner drives it: a kind, a reconcile per key, and the keys an
+/// event implies. Implement [`TypedReconciler`] rather than this: it does the fetching,
+/// the not-found case and the status write once for every kind.
 pub trait Reconciler: Send + Sync + 'static {
-    /// The kind whose `namespace/name` keys this reconciler receives.
+    /// The kind whose keys this reconciler receives.
     fn kind(&self) -> &'static ResourceKind;
 
-    /// Makes the world match the object named by the key (which may no longer exist).
-    /// Re-running it with nothing changed must change nothing.
-    fn reconcile(
-        &self,
-        ctx: &Context,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Action, ReconcileError>;
+    /// Makes the world match the object `key` names (which may no longer exist).
+    /// Re-running it with nothing changed must change nothing. Synchronous (the store is
+    /// synchronous SQLite); run on the reconcile thread, at most once at a time per key.
+    fn reconcile(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError>;
 
-    /// Extra keys of *this* reconciler's kind to enqueue when an object of `event_kind`
-    /// changes (`obj` is its new state, or its last state when deleted), beyond what the
-    /// runner derives by itself (the object's own key, its owner references and its
-    /// `serving.knative.dev/{service,configuration,route}` labels). For example the route
-    /// reconciler returns the routes that reference a changed configuration.
+    /// Extra keys of *this* reconciler's kind to enqueue when an object changes, beyond
+    /// what the runner derives by itself (the object's own key, its owner references and
+    /// its `serving.knative.dev/{service,configuration,route}` labels). For example the
+    /// route reconciler returns the routes that reference a changed configuration.
     ///
     /// Called on the watch task for every event: keep it cheap. It may read `ctx.store`
-    /// (a quick indexed read is fine) but must not write.
-    fn watches(
+    /// (a quick indexed read is fine) but must not write, here or in memory: caches fed by
+    /// events are [`Observer`]s.
+    fn watches(&self, ctx: &Context, event: &Event<'_>) -> Vec<ObjectRef> {
+        let _ = (ctx, event);
+        Vec::new()
+    }
+}
+
+/// Something kept current from the store's events, like an informer's indexer (the
+/// [`RouteIndex`](crate::route::RouteIndex)). The runner hands every event to every
+/// observer, in resourceVersion order, before it asks the reconcilers' `watches`, so a
+/// watch answering for an event at resourceVersion N sees the observers as of N.
+pub trait Observer: Send + Sync + 'static {
+    fn observe(&self, event: &Event<'_>);
+}
+
+/// A reconciler of one typed object, in the manner of Knative's generated reconcilers
+/// (`knative.dev/pkg/reconciler`): the adapter (its [`Reconciler`] impl) reads the object
+/// the key names and decodes it; when it is gone calls [`gone`](Self::gone); else calls
+/// [`reconcile_kind`](Self::reconcile_kind) with the object, then writes the object's
+/// status if the reconcile changed it, even when the reconcile failed (so a failure is
+/// reported on the object, as Knative does), and returns the reconcile's result.
+pub trait TypedReconciler: Send + Sync + 'static {
+    /// The object the key names and the adapter fetches.
+    type Object: Resource + Clone;
+
+    /// The kind of the keys (by default the object's; the PodAutoscaler reconciler is keyed
+    /// by PodAutoscaler but reads the Revision of the same name).
+    fn kind(&self) -> &'static ResourceKind {
+        Self::Object::kind()
+    }
+
+    /// What the object wants; sets `obj`'s status to what it should say.
+    fn reconcile_kind(
         &self,
         ctx: &Context,
-        event_kind: &ResourceKind,
-        obj: &serde_json::Value,
-    ) -> Vec<(String, String)> {
-        let _ = (ctx, event_kind, obj);
+        obj: &mut Self::Object,
+    ) -> Result<Action, ReconcileError>;
+
+    /// The object is not in the store (deleted, or never was): clean up what is not
+    /// owned through the store (its owned children went with it).
+    fn gone(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
+        let _ = (ctx, key);
+        Ok(Action::Done)
+    }
+
+    /// As [`Reconciler::watches`].
+    fn watches(&self, ctx: &Context, event: &Event<'_>) -> Vec<ObjectRef> {
+        let _ = (ctx, event);
         Vec::new()
+    }
+}
+
+impl<R: TypedReconciler> Reconciler for R {
+    fn kind(&self) -> &'static ResourceKind {
+        TypedReconciler::kind(self)
+    }
+
+    fn reconcile(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
+        let Some(mut obj) = objects::get::<R::Object>(&ctx.store, &key.namespace, &key.name)?
+        else {
+            return self.gone(ctx, key);
+        };
+        let before = obj.status().cloned();
+        let result = self.reconcile_kind(ctx, &mut obj);
+        if obj.status() != before.as_ref() {
+            let written = objects::update_status(&ctx.store, &obj);
+            // A failed reconcile says why itself; else the failed write is the error.
+            if let (Ok(_), Err(e)) = (&result, written) {
+                return Err(e);
+            }
+        }
+        result
+    }
+
+    fn watches(&self, ctx: &Context, event: &Event<'_>) -> Vec<ObjectRef> {
+        TypedReconciler::watches(self, ctx, event)
     }
 }
 
 /// The store key of a kind: `services.serving.knative.dev` (what the API server uses too).
 pub fn resource(kind: &ResourceKind) -> String {
     format!("{}.{}", kind.plural, kind.group)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use wisp_api::{
+        kinds,
+        serving::{Configuration, ConfigurationStatus},
+    };
+
+    use super::*;
+    use crate::testing::{self, ReconcilerExt};
+
+    /// Sets `latestCreatedRevisionName` to what it is told, then fails or not; records
+    /// which of its methods ran.
+    #[derive(Default)]
+    struct Scripted {
+        latest: Mutex<String>,
+        fail: Mutex<bool>,
+        calls: Mutex<Vec<String>>,
+    }
+
+    impl TypedReconciler for Scripted {
+        type Object = Configuration;
+
+        fn reconcile_kind(
+            &self,
+            _: &Context,
+            cfg: &mut Configuration,
+        ) -> Result<Action, ReconcileError> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("reconcile {}", cfg.metadata.name));
+            cfg.status = Some(ConfigurationStatus {
+                latest_created_revision_name: self.latest.lock().unwrap().clone(),
+                ..Default::default()
+            });
+            if *self.fail.lock().unwrap() {
+                return Err(ReconcileError::Other("failed".into()));
+            }
+            Ok(Action::Done)
+        }
+
+        fn gone(&self, _: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
+            self.calls.lock().unwrap().push(format!("gone {key}"));
+            Ok(Action::RequeueAfter(std::time::Duration::from_secs(1)))
+        }
+    }
+
+    #[test]
+    fn the_adapter_writes_status_only_when_it_changed() {
+        let (ctx, _) = testing::test_context();
+        testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+        let r = Scripted::default();
+        let latest = |ctx: &Context| {
+            testing::fetch::<Configuration>(ctx, "default", "hello")
+                .status
+                .map(|s| s.latest_created_revision_name)
+        };
+        // (what, status the reconcile sets, fails?, a write expected?, stored status after)
+        let cases = [
+            ("new status", "a", false, true, "a"),
+            ("same status", "a", false, false, "a"),
+            ("changed, and failed: still written", "b", true, true, "b"),
+            ("same, failed", "b", true, false, "b"),
+        ];
+        for (what, set, fail, write, stored) in cases {
+            *r.latest.lock().unwrap() = set.into();
+            *r.fail.lock().unwrap() = fail;
+            let rv = ctx.store.current_revision();
+            let result = r.reconcile_name(&ctx, "default", "hello");
+            assert_eq!(result.is_err(), fail, "{what}");
+            assert_eq!(ctx.store.current_revision() > rv, write, "{what}");
+            assert_eq!(latest(&ctx).as_deref(), Some(stored), "{what}");
+        }
+        // Not stored: `gone`, with the key, and its action.
+        assert_eq!(
+            r.reconcile_name(&ctx, "default", "nope").unwrap(),
+            Action::RequeueAfter(std::time::Duration::from_secs(1))
+        );
+        let calls = r.calls.lock().unwrap();
+        assert_eq!(calls.len(), 5);
+        assert_eq!(calls[4], "gone default/nope");
+    }
+
+    #[test]
+    fn object_refs_are_equal_by_kind_namespace_and_name() {
+        use std::collections::HashSet;
+        let a = ObjectRef::new(&kinds::REVISION, "ns", "x");
+        // (other, equal?)
+        let cases = [
+            (ObjectRef::new(&kinds::REVISION, "ns", "x"), true),
+            (a.with_kind(&kinds::POD_AUTOSCALER), false),
+            (ObjectRef::new(&kinds::REVISION, "other", "x"), false),
+            (ObjectRef::new(&kinds::REVISION, "ns", "y"), false),
+        ];
+        for (b, equal) in cases {
+            assert_eq!(a == b, equal, "{b:?}");
+            let set: HashSet<_> = [a.clone(), b.clone()].into_iter().collect();
+            assert_eq!(set.len(), if equal { 1 } else { 2 }, "{b:?}");
+        }
+        assert_eq!(a.to_string(), "ns/x");
+    }
 }

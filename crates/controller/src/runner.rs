@@ -3,18 +3,19 @@
 //! How changes become work:
 //!
 //! 1. **Start-up resync.** Every stored object is dispatched as in step 2 (as if it had
-//!    just changed), and every revision the platform still runs but the store no longer has is
-//!    queued to the revision reconciler (which removes it). The watch then starts from the
-//!    store revision taken *before* listing, so nothing committed meanwhile is missed
-//!    (replaying a change twice is harmless: reconcilers are level-based).
-//! 2. **Store events** (`subscribe()` + `events_since`, in order, remembering the last
-//!    resourceVersion). For each event: (a) the object's own key goes to the reconcilers of
-//!    its kind; (b) each owner reference, and the `serving.knative.dev/{service,
-//!    configuration,route}` labels on a direct child (see [`label_names_parent`]), queue
-//!    the owner's key to the owner kind's reconcilers, so a child's change re-reconciles
-//!    its parent; (c) each reconciler's
+//!    just changed), and every revision the platform still runs but the store no longer has
+//!    is queued to the revision reconciler (which removes it). The list is the first batch
+//!    of the store watch, which goes on from the list's resourceVersion, so nothing
+//!    committed meanwhile is missed (replaying a change twice is harmless: reconcilers are
+//!    level-based).
+//! 2. **Store events** (a [`wisp_store::Watch`] of every kind: the list of step 1, then
+//!    every change in order, in batches). For each event: the [`Observer`]s see it first;
+//!    then (a) the object's own key goes to the reconcilers of its kind; (b) each owner
+//!    reference, and the `serving.knative.dev/{service,configuration,route}` labels on a
+//!    direct child (see [`label_names_parent`]), queue the owner's key to the owner kind's
+//!    reconcilers, so a child's change re-reconciles its parent; (c) each reconciler's
 //!    [`Reconciler::watches`] may add keys of its own kind. If the log was compacted past
-//!    our position (`Gone`), a full resync replaces the missed events.
+//!    our position (`Gone`), the watch re-lists and the list is handled as in step 1.
 //! 3. **Platform changes**: the revision key goes to the revision reconcilers; if the
 //!    broadcast lagged, every revision is resynced.
 //!    **Autoscaling wake-ups** ([`crate::autoscaling::Scaling::subscribe`]: the activator
@@ -36,17 +37,23 @@ use std::{
     time::Duration,
 };
 
+use serde::Deserialize;
 use tokio::{sync::broadcast::error::RecvError, task::JoinHandle};
 use tracing::{debug, error, info, warn};
 use wisp_api::kinds::{self, ResourceKind};
+use wisp_api::meta::ObjectMeta;
 use wisp_runtime::RevisionKey;
-use wisp_store::{StoreError, WatchEvent};
+use wisp_store::{
+    EventType, ListCause, OnGone, StoreError, Watch, WatchBatch, WatchEvent, WatchSpec,
+};
 
 use crate::{
     executor::{Executor, Outcome},
     names::label,
-    queue::WorkQueue,
-    reconciler::{Action, Context, ReconcileError, Reconciler, resource},
+    queue::{Why, WorkQueue},
+    reconciler::{
+        Action, Context, Event, ObjectRef, Observer, ReconcileError, Reconciler, resource,
+    },
 };
 
 /// How often everything is re-queued even without changes.
@@ -60,10 +67,27 @@ const EVENT_BATCH: usize = 500;
 /// Pause before retrying after the store failed to answer the watch.
 const WATCH_RETRY: Duration = Duration::from_secs(1);
 
+/// The reconcilers to run and the observers to feed (see [`Observer`]).
+#[derive(Clone, Default)]
+pub struct Reconcilers {
+    pub reconcilers: Vec<Arc<dyn Reconciler>>,
+    pub observers: Vec<Arc<dyn Observer>>,
+}
+
+impl From<Vec<Arc<dyn Reconciler>>> for Reconcilers {
+    fn from(reconcilers: Vec<Arc<dyn Reconciler>>) -> Self {
+        Reconcilers {
+            reconcilers,
+            observers: Vec::new(),
+        }
+    }
+}
+
 /// A set of reconcilers and the machinery that drives them.
 pub struct Controllers {
     ctx: Context,
     reconcilers: Vec<Arc<dyn Reconciler>>,
+    observers: Vec<Arc<dyn Observer>>,
     workers: usize,
     resync_period: Duration,
 }
@@ -79,10 +103,15 @@ impl std::fmt::Debug for Controllers {
 }
 
 impl Controllers {
-    pub fn new(ctx: Context, reconcilers: Vec<Arc<dyn Reconciler>>) -> Self {
+    pub fn new(ctx: Context, reconcilers: impl Into<Reconcilers>) -> Self {
+        let Reconcilers {
+            reconcilers,
+            observers,
+        } = reconcilers.into();
         Controllers {
             ctx,
             reconcilers,
+            observers,
             workers: DEFAULT_WORKERS,
             resync_period: RESYNC_PERIOD,
         }
@@ -103,7 +132,11 @@ impl Controllers {
     /// Runs until `shutdown` completes, then stops taking keys and waits for the reconciles
     /// in flight.
     pub async fn run(self, shutdown: impl Future<Output = ()>) {
-        let router = Arc::new(Router::new(self.ctx.clone(), &self.reconcilers));
+        let router = Arc::new(Router::new(
+            self.ctx.clone(),
+            &self.reconcilers,
+            self.observers.clone(),
+        ));
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
 
         // Subscribe before the initial list so no platform change falls in between.
@@ -192,31 +225,37 @@ fn label_names_parent(lbl: &str, kind: &ResourceKind) -> bool {
 struct Router {
     ctx: Context,
     /// One queue per reconciler, in registration order.
-    queues: Vec<(Arc<dyn Reconciler>, WorkQueue)>,
+    queues: Vec<(Arc<dyn Reconciler>, WorkQueue<ObjectRef>)>,
+    observers: Vec<Arc<dyn Observer>>,
     /// Store resource string → the kind.
     kinds: HashMap<String, &'static ResourceKind>,
 }
 
 impl Router {
-    fn new(ctx: Context, reconcilers: &[Arc<dyn Reconciler>]) -> Self {
+    fn new(
+        ctx: Context,
+        reconcilers: &[Arc<dyn Reconciler>],
+        observers: Vec<Arc<dyn Observer>>,
+    ) -> Self {
         Router {
             ctx,
             queues: reconcilers
                 .iter()
                 .map(|r| (r.clone(), WorkQueue::new()))
                 .collect(),
+            observers,
             kinds: kinds::ALL.iter().map(|k| (resource(k), *k)).collect(),
         }
     }
 
-    /// Queues `ns/name` to every reconciler of `kind`.
-    fn enqueue(&self, kind: &ResourceKind, namespace: &str, name: &str) {
-        if name.is_empty() {
+    /// Queues `key` to every reconciler of its kind, saying why.
+    fn enqueue(&self, key: &ObjectRef, why: Why) {
+        if key.name.is_empty() {
             return;
         }
         for (r, q) in &self.queues {
-            if r.kind() == kind {
-                q.add(key(namespace, name));
+            if r.kind() == key.kind {
+                q.add_why(key.clone(), why);
             }
         }
     }
@@ -225,44 +264,62 @@ impl Router {
         self.queues.iter().any(|(r, _)| r.kind() == kind)
     }
 
-    /// Everything one store event implies (see the module doc, step 2).
-    fn dispatch(&self, kind: &'static ResourceKind, obj: &serde_json::Value) {
-        let meta = &obj["metadata"];
-        let ns = meta["namespace"].as_str().unwrap_or("");
-        let name = meta["name"].as_str().unwrap_or("");
-        self.enqueue(kind, ns, name);
+    /// Everything one store event implies (see the module doc, step 2); `why` the object's
+    /// own key is queued (a change, or a resync). Returns that key (None when the
+    /// object's metadata does not decode).
+    fn dispatch(
+        &self,
+        kind: &'static ResourceKind,
+        obj: &serde_json::Value,
+        deleted: bool,
+        why: Why,
+    ) -> Option<ObjectRef> {
+        let meta = match ObjectMeta::deserialize(&obj["metadata"]) {
+            Ok(meta) => meta,
+            Err(e) => {
+                error!(kind = kind.kind, error = %e, "stored object with bad metadata; skipped");
+                return None;
+            }
+        };
+        let event = Event {
+            kind,
+            meta: &meta,
+            object: obj,
+            deleted,
+        };
+        // Observers first: a watch answering for this event must see them as of it.
+        for o in &self.observers {
+            o.observe(&event);
+        }
+        let own = event.object_ref();
+        self.enqueue(&own, why);
 
-        if let Some(owners) = meta["ownerReferences"].as_array() {
-            for o in owners {
-                let (api_version, owner_kind) = (
-                    o["apiVersion"].as_str().unwrap_or(""),
-                    o["kind"].as_str().unwrap_or(""),
-                );
-                let group = api_version.split_once('/').map_or("", |(g, _)| g);
-                if let Some(k) = kinds::ALL
-                    .into_iter()
-                    .find(|k| k.kind == owner_kind && k.group == group)
-                {
-                    self.enqueue(k, ns, o["name"].as_str().unwrap_or(""));
-                }
+        for o in &meta.owner_references {
+            let group = o.api_version.split_once('/').map_or("", |(g, _)| g);
+            if let Some(k) = kinds::ALL
+                .into_iter()
+                .find(|k| k.kind == o.kind && k.group == group)
+            {
+                self.enqueue(&event.sibling(k, &o.name), "child changed");
             }
         }
         for (lbl, k) in LABELLED_PARENTS {
-            if let Some(v) = meta["labels"][lbl].as_str()
+            if let Some(v) = meta.labels.get(lbl)
                 && label_names_parent(lbl, kind)
             {
-                self.enqueue(k, ns, v);
+                self.enqueue(&event.sibling(k, v), "labelled child changed");
             }
         }
         for (r, q) in &self.queues {
             // A bug in one reconciler's `watches` must not stop the watch for everyone.
             let extra = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                r.watches(&self.ctx, kind, obj)
+                r.watches(&self.ctx, &event)
             }));
             match extra {
                 Ok(keys) => {
-                    for (ns, name) in keys {
-                        q.add(key(&ns, &name));
+                    for k in keys {
+                        debug_assert!(k.kind == r.kind(), "watches() returned another kind");
+                        q.add_why(k, "watched");
                     }
                 }
                 Err(_) => error!(
@@ -271,56 +328,69 @@ impl Router {
                 ),
             }
         }
+        Some(own)
     }
 
     fn dispatch_event(&self, ev: &WatchEvent) {
         if let Some(kind) = self.kinds.get(&ev.resource) {
-            self.dispatch(kind, &ev.object);
+            let deleted = ev.event_type == EventType::Deleted;
+            self.dispatch(kind, &ev.object, deleted, "changed");
         }
     }
 
     /// Dispatches every stored object as if it had just changed (so owners, labels and
     /// watches fan out as for an event), and queues every platform revision the store does
-    /// not know. Returns the store revision to watch from.
-    fn resync_all(&self) -> Result<u64, StoreError> {
-        let from = self.ctx.store.current_revision();
+    /// not know.
+    fn resync_all(&self) -> Result<(), StoreError> {
         let mut n = 0;
         for kind in kinds::ALL {
             n += self.resync_kind(kind)?;
         }
-        debug!(objects = n, from, "full resync");
-        Ok(from)
+        debug!(objects = n, "full resync");
+        Ok(())
     }
 
-    /// Dispatches every object of `kind`; for revisions also queues platform leftovers.
-    /// Returns how many objects there were.
+    /// [`Router::resynced`] for a fresh list of `kind`. Returns how many objects there were.
     fn resync_kind(&self, kind: &'static ResourceKind) -> Result<usize, StoreError> {
         let (items, _) = self.ctx.store.list(&resource(kind), None, None)?;
-        let mut keys = HashSet::new();
-        for item in &items {
-            self.dispatch(kind, item);
-            let meta = &item["metadata"];
-            keys.insert((
-                meta["namespace"].as_str().unwrap_or("").to_owned(),
-                meta["name"].as_str().unwrap_or("").to_owned(),
-            ));
-        }
+        self.resynced(kind, &items);
+        Ok(items.len())
+    }
+
+    /// Dispatches every object of a list of `kind`; for revisions also queues the platform
+    /// leftovers.
+    fn resynced(&self, kind: &'static ResourceKind, items: &[serde_json::Value]) {
+        let keys: HashSet<ObjectRef> = items
+            .iter()
+            .filter_map(|item| self.dispatch(kind, item, false, "resync"))
+            .collect();
         if kind == &kinds::REVISION && self.has_reconciler_for(kind) {
             // Replicas of revisions deleted while we were not watching (or before a
             // restart): the revision reconciler removes what the store does not have.
             for RevisionKey { namespace, name } in self.ctx.platform.revisions() {
-                if !keys.contains(&(namespace.clone(), name.clone())) {
-                    debug!(revision = %format!("{namespace}/{name}"), "platform revision unknown to the store");
-                    self.enqueue(kind, &namespace, &name);
+                let key = ObjectRef::new(kind, namespace, name);
+                if !keys.contains(&key) {
+                    debug!(revision = %key, "platform revision unknown to the store");
+                    self.enqueue(&key, "platform leftover");
                 }
             }
         }
-        Ok(items.len())
     }
-}
 
-fn key(namespace: &str, name: &str) -> String {
-    format!("{namespace}/{name}")
+    /// A list from the store watch (start-up, or after the log was compacted past us): every
+    /// kind's objects through [`Router::resynced`], kinds with no object included.
+    fn listed(&self, events: &[WatchEvent]) {
+        for kind in kinds::ALL {
+            let res = resource(kind);
+            let items: Vec<_> = events
+                .iter()
+                .filter(|e| e.resource == res)
+                .map(|e| e.object.clone())
+                .collect();
+            self.resynced(kind, &items);
+        }
+        debug!(objects = events.len(), "full resync");
+    }
 }
 
 /// Runs a blocking closure over the router on the blocking pool.
@@ -329,22 +399,24 @@ async fn blocking<T: Send + 'static>(
     f: impl FnOnce(&Router) -> T + Send + 'static,
 ) -> T {
     let router = router.clone();
-    match tokio::task::spawn_blocking(move || f(&router)).await {
-        Ok(v) => v,
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    }
+    router.ctx.store.clone().blocking(move |_| f(&router)).await
 }
 
-/// Resyncs until it succeeds (or we are told to stop); returns the position to watch from.
-async fn resync_until_ok(
-    router: &Arc<Router>,
+/// Starts the store watch from a fresh list, retrying until the store answers (or we are
+/// told to stop).
+async fn start_watch(
+    router: &Router,
     stop: &mut tokio::sync::watch::Receiver<bool>,
-) -> Option<u64> {
+) -> Option<Watch<WatchEvent>> {
+    let resources = kinds::ALL.iter().map(|k| resource(k));
+    let spec = WatchSpec::new(resources)
+        .on_gone(OnGone::Relist)
+        .batch(EVENT_BATCH);
     loop {
-        match blocking(router, |r| r.resync_all()).await {
-            Ok(from) => return Some(from),
+        match router.ctx.store.watch(spec.clone()).await {
+            Ok(w) => return Some(w),
             Err(e) => {
-                warn!(error = %e, "resync failed; retrying");
+                warn!(error = %e, "listing the store failed; retrying");
                 tokio::select! {
                     _ = stop.wait_for(|s| *s) => return None,
                     _ = tokio::time::sleep(WATCH_RETRY) => {}
@@ -356,54 +428,37 @@ async fn resync_until_ok(
 
 /// The store watch (module doc, steps 1 and 2).
 async fn watch_store(router: Arc<Router>, mut stop: tokio::sync::watch::Receiver<bool>) {
-    let mut revisions = router.ctx.store.subscribe();
-    let Some(mut last) = resync_until_ok(&router, &mut stop).await else {
+    let Some(mut watch) = start_watch(&router, &mut stop).await else {
         return;
     };
     loop {
-        // Mark the current value seen *before* reading, so a commit after the read wakes us.
-        revisions.borrow_and_update();
-        loop {
-            let from = last;
-            let res = blocking(&router, move |r| {
-                let events = r.ctx.store.events_since(from, None, None, EVENT_BATCH)?;
-                for ev in &events {
-                    r.dispatch_event(ev);
+        let batch = tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            b = watch.next() => b,
+        };
+        // Dispatched on the blocking pool: `watches` may read the store.
+        match batch {
+            Ok(WatchBatch::Listed { events, cause, .. }) => {
+                if let ListCause::Gone { requested, oldest } = cause {
+                    warn!(requested, oldest, "watch position compacted away; resynced");
                 }
-                Ok::<_, StoreError>((events.len(), events.last().map(|e| e.resource_version)))
-            })
-            .await;
-            match res {
-                Ok((n, newest)) => {
-                    if let Some(rv) = newest {
-                        last = rv;
+                blocking(&router, move |r| r.listed(&events)).await;
+            }
+            Ok(WatchBatch::Changed(events)) => {
+                blocking(&router, move |r| {
+                    for ev in &events {
+                        r.dispatch_event(ev);
                     }
-                    if n < EVENT_BATCH {
-                        break;
-                    }
-                }
-                Err(StoreError::Gone { requested, oldest }) => {
-                    warn!(
-                        requested,
-                        oldest, "watch position compacted away; resyncing"
-                    );
-                    match resync_until_ok(&router, &mut stop).await {
-                        Some(from) => last = from,
-                        None => return,
-                    }
-                }
-                Err(e) => {
-                    warn!(error = %e, "reading store events failed; retrying");
-                    tokio::select! {
-                        _ = stop.wait_for(|s| *s) => return,
-                        _ = tokio::time::sleep(WATCH_RETRY) => {}
-                    }
+                })
+                .await;
+            }
+            Err(e) => {
+                warn!(error = %e, "reading store events failed; retrying");
+                tokio::select! {
+                    _ = stop.wait_for(|s| *s) => return,
+                    _ = tokio::time::sleep(WATCH_RETRY) => {}
                 }
             }
-        }
-        tokio::select! {
-            _ = stop.wait_for(|s| *s) => return,
-            changed = revisions.changed() => if changed.is_err() { return },
         }
     }
 }
@@ -420,7 +475,10 @@ async fn watch_platform(
             c = changes.recv() => c,
         };
         match change {
-            Ok(k) => router.enqueue(&kinds::REVISION, &k.namespace, &k.name),
+            Ok(k) => router.enqueue(
+                &ObjectRef::new(&kinds::REVISION, k.namespace, k.name),
+                "replicas changed",
+            ),
             Err(RecvError::Lagged(n)) => {
                 warn!(missed = n, "platform changes lagged; resyncing revisions");
                 if let Err(e) = blocking(&router, |r| r.resync_kind(&kinds::REVISION)).await {
@@ -448,8 +506,9 @@ async fn watch_scaling(
         };
         match wake {
             Ok(k) => {
-                router.enqueue(&kinds::POD_AUTOSCALER, &k.namespace, &k.name);
-                router.enqueue(&kinds::REVISION, &k.namespace, &k.name);
+                let rev = ObjectRef::new(&kinds::REVISION, k.namespace, k.name);
+                router.enqueue(&rev.with_kind(&kinds::POD_AUTOSCALER), "scaling");
+                router.enqueue(&rev, "scaling");
             }
             Err(RecvError::Lagged(n)) => {
                 warn!(missed = n, "autoscaling wake-ups lagged; resyncing");
@@ -485,22 +544,36 @@ async fn periodic_resync(
 }
 
 /// One worker of one reconciler.
-async fn worker(ctx: Context, exec: Executor, reconciler: Arc<dyn Reconciler>, queue: WorkQueue) {
+async fn worker(
+    ctx: Context,
+    exec: Executor,
+    reconciler: Arc<dyn Reconciler>,
+    queue: WorkQueue<ObjectRef>,
+) {
     let kind = reconciler.kind().kind;
-    while let Some(k) = queue.get().await {
-        let (ns, name) = match k.split_once('/') {
-            Some((ns, name)) => (ns.to_owned(), name.to_owned()),
-            None => (String::new(), k.clone()),
-        };
-        let (r, c) = (reconciler.clone(), ctx.clone());
-        match exec.run(move || r.reconcile(&c, &ns, &name)).await {
+    while let Some((k, why)) = queue.get_why().await {
+        let retries = queue.num_requeues(&k);
+        // What happens during the reconcile (store writes, platform calls) is logged
+        // inside this span; `why` says what queued it, `retries` how often it failed.
+        let span = tracing::debug_span!(
+            "reconcile",
+            kind,
+            namespace = %k.namespace,
+            name = %k.name,
+            why,
+            retries
+        );
+        let (r, c, key) = (reconciler.clone(), ctx.clone(), k.clone());
+        let outcome = exec
+            .run(move || span.in_scope(|| r.reconcile(&c, &key)))
+            .await;
+        match outcome {
             Outcome::Returned(Ok(Action::Done)) => queue.forget(&k),
             Outcome::Returned(Ok(Action::RequeueAfter(d))) => {
                 queue.forget(&k);
                 queue.add_after(k.clone(), d);
             }
             Outcome::Returned(Err(e)) => {
-                let retries = queue.num_requeues(&k);
                 if is_conflict(&e) {
                     debug!(kind, key = %k, retries, error = %e, "reconcile conflict; retrying");
                 } else {
@@ -694,22 +767,13 @@ mod tests {
         fn kind(&self) -> &'static ResourceKind {
             &kinds::ROUTE
         }
-        fn reconcile(&self, _: &Context, ns: &str, name: &str) -> Result<Action, ReconcileError> {
-            self.seen.lock().unwrap().push(format!("{ns}/{name}"));
+        fn reconcile(&self, _: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
+            self.seen.lock().unwrap().push(key.to_string());
             Ok(Action::Done)
         }
-        fn watches(
-            &self,
-            _: &Context,
-            kind: &ResourceKind,
-            obj: &serde_json::Value,
-        ) -> Vec<(String, String)> {
-            if kind == &kinds::CONFIGURATION {
-                let ns = obj["metadata"]["namespace"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_owned();
-                vec![(ns, "watcher".into())]
+        fn watches(&self, _: &Context, event: &Event<'_>) -> Vec<ObjectRef> {
+            if event.kind == &kinds::CONFIGURATION {
+                vec![event.sibling(&kinds::ROUTE, "watcher")]
             } else {
                 Vec::new()
             }
@@ -780,7 +844,7 @@ mod tests {
             fn kind(&self) -> &'static ResourceKind {
                 &kinds::CONFIGURATION
             }
-            fn reconcile(&self, _: &Context, _: &str, _: &str) -> Result<Action, ReconcileError> {
+            fn reconcile(&self, _: &Context, _: &ObjectRef) -> Result<Action, ReconcileError> {
                 let mut n = self.calls.lock().unwrap();
                 *n += 1;
                 if *n < 4 {

@@ -23,6 +23,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use tokio::sync::broadcast;
 use wisp_api::{
     config::Config,
+    kinds::ResourceKind,
     meta::{ConditionStatus, ObjectMeta, Status},
     serving::{
         Configuration, ConfigurationSpec, Container, ContainerPort, Revision, RevisionSpec,
@@ -38,7 +39,7 @@ use wisp_store::{Options, Store};
 use crate::{
     conditions,
     objects::{self, Resource},
-    reconciler::{Context, Reconciler, resource},
+    reconciler::{Action, Context, Event, ObjectRef, ReconcileError, Reconciler, resource},
     routing::RoutingTable,
 };
 
@@ -405,7 +406,7 @@ pub fn settle(ctx: &Context, reconcilers: &[&dyn Reconciler], max_rounds: usize)
             for item in items {
                 let ns = item["metadata"]["namespace"].as_str().unwrap_or("");
                 let name = item["metadata"]["name"].as_str().unwrap_or("");
-                if let Err(e) = r.reconcile(ctx, ns, name) {
+                if let Err(e) = r.reconcile_name(ctx, ns, name) {
                     errors.push(format!("{} {ns}/{name}: {e}", r.kind().kind));
                 }
             }
@@ -415,4 +416,70 @@ pub fn settle(ctx: &Context, reconcilers: &[&dyn Reconciler], max_rounds: usize)
         }
     }
     panic!("reconcilers did not settle within {max_rounds} rounds");
+}
+
+/// Test shorthands on every reconciler: keys and events from names and JSON.
+pub trait ReconcilerExt: Reconciler {
+    /// Reconciles the object of this reconciler's kind named `namespace/name`.
+    fn reconcile_name(
+        &self,
+        ctx: &Context,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Action, ReconcileError> {
+        self.reconcile(ctx, &ObjectRef::new(self.kind(), namespace, name))
+    }
+
+    /// [`Reconciler::watches`] for a change of `obj` (of `kind`), as `(namespace, name)`.
+    fn watched(
+        &self,
+        ctx: &Context,
+        kind: &'static ResourceKind,
+        obj: &serde_json::Value,
+    ) -> Vec<(String, String)> {
+        let ev = OwnedEvent::new(kind, obj.clone());
+        self.watches(ctx, &ev.event())
+            .into_iter()
+            .map(|k| (k.namespace, k.name))
+            .collect()
+    }
+}
+
+impl<R: Reconciler + ?Sized> ReconcilerExt for R {}
+
+/// An [`Event`] and what it borrows, built from an object's JSON.
+#[derive(Debug)]
+pub struct OwnedEvent {
+    kind: &'static ResourceKind,
+    meta: ObjectMeta,
+    object: serde_json::Value,
+    deleted: bool,
+}
+
+impl OwnedEvent {
+    /// A change (not a deletion) of `object`; its metadata must decode.
+    pub fn new(kind: &'static ResourceKind, object: serde_json::Value) -> Self {
+        let meta = serde_json::from_value(object["metadata"].clone()).expect("metadata");
+        OwnedEvent {
+            kind,
+            meta,
+            object,
+            deleted: false,
+        }
+    }
+
+    /// The same object, deleted.
+    pub fn deleted(mut self) -> Self {
+        self.deleted = true;
+        self
+    }
+
+    pub fn event(&self) -> Event<'_> {
+        Event {
+            kind: self.kind,
+            meta: &self.meta,
+            object: &self.object,
+            deleted: self.deleted,
+        }
+    }
 }

@@ -12,7 +12,8 @@
 //! the API server before objects get here.
 //!
 //! Start reading at [`Store`] (in `store.rs`: the semantics), then `sqlite.rs` (schema,
-//! durability, compaction). Label selectors live in [`selector`].
+//! durability, compaction). Label selectors live in [`selector`]; [`Watch`] (in `watch.rs`)
+//! is the one list-then-watch reader of the event log.
 
 pub mod batcher;
 mod error;
@@ -21,12 +22,16 @@ mod object;
 pub mod selector;
 mod sqlite;
 mod store;
+mod watch;
 
 pub use batcher::{BatchError, Batcher};
 pub use error::{CONFLICT_MODIFIED, StoreError};
 pub use event::{EventType, RawEvent, WatchEvent};
 pub use selector::LabelSelector;
 pub use store::{DEFAULT_EVENT_HISTORY, Durability, Options, Store};
+pub use watch::{
+    DEFAULT_WATCH_BATCH, FromRaw, ListCause, OnGone, Start, Watch, WatchBatch, WatchSpec,
+};
 
 #[cfg(test)]
 mod tests;

@@ -192,7 +192,7 @@ impl Store {
     }
 
     /// Runs `f` with the connection: the open batch's on this thread, or else locked.
-    fn with_conn<R>(&self, f: impl FnOnce(&Connection) -> R) -> R {
+    pub(crate) fn with_conn<R>(&self, f: impl FnOnce(&Connection) -> R) -> R {
         let id = self.id();
         BATCH.with_borrow(|b| match b {
             Some((batch, conn)) if *batch == id => f(conn),

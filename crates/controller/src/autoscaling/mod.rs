@@ -37,7 +37,7 @@ use wisp_runtime::{ReplicaPhase, RevisionKey};
 
 use crate::{
     objects,
-    reconciler::{Action, Context, ReconcileError, Reconciler},
+    reconciler::{Action, Context, Event, ObjectRef, ReconcileError, TypedReconciler},
 };
 pub use resources::KpaState;
 pub use scaling::{RevisionScale, RoutingMode, Scaling, since_epoch};
@@ -79,27 +79,19 @@ pub fn ready_replicas(ctx: &Context, key: &RevisionKey) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
 
-impl Reconciler for PodAutoscalerReconciler {
+/// Keyed by PodAutoscaler, but what it reconciles is the Revision of the same name: the PA
+/// is derived from it (and created here).
+impl TypedReconciler for PodAutoscalerReconciler {
+    type Object = Revision;
+
     fn kind(&self) -> &'static ResourceKind {
         &kinds::POD_AUTOSCALER
     }
 
-    fn reconcile(
-        &self,
-        ctx: &Context,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Action, ReconcileError> {
+    fn reconcile_kind(&self, ctx: &Context, rev: &mut Revision) -> Result<Action, ReconcileError> {
+        let (namespace, name) = (&rev.metadata.namespace, &rev.metadata.name);
         let key = RevisionKey::new(namespace, name);
-        let rev = match objects::get::<Revision>(&ctx.store, namespace, name)? {
-            Some(rev) if rev.metadata.deletion_timestamp.is_none() => rev,
-            _ => {
-                self.forget(ctx, &key);
-                return Ok(Action::Done);
-            }
-        };
-
-        let want = resources::make_pa(&rev);
+        let want = resources::make_pa(rev);
         let pa = match objects::get::<PodAutoscaler>(&ctx.store, namespace, name)? {
             None => objects::create(&ctx.store, &want)?,
             Some(pa) if !objects::is_controlled_by(&pa.metadata, &rev.metadata.uid) => {
@@ -161,21 +153,18 @@ impl Reconciler for PodAutoscalerReconciler {
         Ok(Action::RequeueAfter(step.next_tick))
     }
 
+    /// The revision is gone: so is its KPA state (the store already cascade-deleted the PA).
+    fn gone(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
+        self.forget(ctx, &RevisionKey::new(&key.namespace, &key.name));
+        Ok(Action::Done)
+    }
+
     /// Every Revision event reconciles the PA of the same name (creating it for a new one).
-    fn watches(
-        &self,
-        _ctx: &Context,
-        event_kind: &ResourceKind,
-        obj: &serde_json::Value,
-    ) -> Vec<(String, String)> {
-        if event_kind != &kinds::REVISION {
+    fn watches(&self, _ctx: &Context, event: &Event<'_>) -> Vec<ObjectRef> {
+        if event.kind != &kinds::REVISION || event.meta.name.is_empty() {
             return Vec::new();
         }
-        let meta = &obj["metadata"];
-        match (meta["namespace"].as_str(), meta["name"].as_str()) {
-            (Some(ns), Some(name)) if !name.is_empty() => vec![(ns.to_owned(), name.to_owned())],
-            _ => Vec::new(),
-        }
+        vec![event.object_ref().with_kind(&kinds::POD_AUTOSCALER)]
     }
 }
 

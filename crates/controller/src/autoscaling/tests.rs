@@ -1,3 +1,4 @@
+use crate::testing::ReconcilerExt;
 use std::{cell::Cell, time::Duration};
 
 use chrono::{DateTime, Utc};
@@ -100,8 +101,8 @@ fn second(ctx: &Context, pa: &PodAutoscalerReconciler, concurrency: f64) {
         };
         ctx.scaling.record(&key(), ctx.scaling.now(), &sample);
     }
-    pa.reconcile(ctx, NS, NAME).unwrap();
-    RevisionReconciler.reconcile(ctx, NS, NAME).unwrap();
+    pa.reconcile_name(ctx, NS, NAME).unwrap();
+    RevisionReconciler.reconcile_name(ctx, NS, NAME).unwrap();
     advance(Duration::from_secs(1));
 }
 
@@ -109,7 +110,7 @@ fn second(ctx: &Context, pa: &PodAutoscalerReconciler, concurrency: f64) {
 fn creates_the_pa_and_forgets_it_with_the_revision() {
     let (ctx, _platform) = setup(&[]);
     let r = PodAutoscalerReconciler::new();
-    let action = r.reconcile(&ctx, NS, NAME).unwrap();
+    let action = r.reconcile_name(&ctx, NS, NAME).unwrap();
     assert_eq!(
         action,
         Action::RequeueAfter(Duration::from_secs(2)),
@@ -135,16 +136,16 @@ fn creates_the_pa_and_forgets_it_with_the_revision() {
 
     // Re-running changes nothing.
     let rv = ctx.store.current_revision();
-    r.reconcile(&ctx, NS, NAME).unwrap();
+    r.reconcile_name(&ctx, NS, NAME).unwrap();
     assert_eq!(ctx.store.current_revision(), rv);
 
     // Watching: a revision event maps to the PA of the same name.
     let obj = serde_json::to_value(&rev).unwrap();
     assert_eq!(
-        r.watches(&ctx, &kinds::REVISION, &obj),
+        r.watched(&ctx, &kinds::REVISION, &obj),
         vec![(NS.to_string(), NAME.to_string())]
     );
-    assert!(r.watches(&ctx, &kinds::ROUTE, &obj).is_empty());
+    assert!(r.watched(&ctx, &kinds::ROUTE, &obj).is_empty());
 
     // Deleting the revision cascades to the PA; the next reconcile drops the state.
     objects::delete::<Revision>(&ctx.store, NS, NAME, None).unwrap();
@@ -153,7 +154,7 @@ fn creates_the_pa_and_forgets_it_with_the_revision() {
             .unwrap()
             .is_none()
     );
-    assert_eq!(r.reconcile(&ctx, NS, NAME).unwrap(), Action::Done);
+    assert_eq!(r.reconcile_name(&ctx, NS, NAME).unwrap(), Action::Done);
     assert!(r.state(&key()).is_none());
     assert!(ctx.scaling.scale(&key()).is_none());
 }
@@ -168,15 +169,15 @@ fn poke_scales_from_zero_load_scales_out_idle_scales_to_zero() {
     // A request arrives: the activator pokes; the PA decides at once (not at the tick).
     assert!(ctx.scaling.poke(&key()));
     advance(Duration::from_millis(100));
-    r.reconcile(&ctx, NS, NAME).unwrap();
+    r.reconcile_name(&ctx, NS, NAME).unwrap();
     assert_eq!(ctx.scaling.scale(&key()).unwrap().replicas, 1);
     assert_eq!(
         cond(&pa_of(&ctx), ACTIVE),
         (ConditionStatus::Unknown, QUEUED.into())
     );
-    RevisionReconciler.reconcile(&ctx, NS, NAME).unwrap();
+    RevisionReconciler.reconcile_name(&ctx, NS, NAME).unwrap();
     assert_eq!(platform.scale_of(&key()), Some(1));
-    r.reconcile(&ctx, NS, NAME).unwrap();
+    r.reconcile_name(&ctx, NS, NAME).unwrap();
     assert_eq!(
         cond(&pa_of(&ctx), ACTIVE),
         (ConditionStatus::True, String::new())

@@ -5,15 +5,12 @@
 
 pub mod resources;
 
-use wisp_api::{
-    kinds::{self, ResourceKind},
-    serving::{Configuration, Revision},
-};
+use wisp_api::serving::{Configuration, Revision};
 
 use crate::{
     names::label,
     objects,
-    reconciler::{Action, Context, ReconcileError, Reconciler},
+    reconciler::{Action, Context, ReconcileError, TypedReconciler},
 };
 use resources::LatestCreated;
 
@@ -21,33 +18,25 @@ use resources::LatestCreated;
 #[derive(Debug, Default)]
 pub struct ConfigurationReconciler;
 
-impl Reconciler for ConfigurationReconciler {
-    fn kind(&self) -> &'static ResourceKind {
-        &kinds::CONFIGURATION
-    }
+/// Gone: nothing to do, the store already deleted its revisions (they are owned).
+impl TypedReconciler for ConfigurationReconciler {
+    type Object = Configuration;
 
-    fn reconcile(
+    fn reconcile_kind(
         &self,
         ctx: &Context,
-        namespace: &str,
-        name: &str,
+        cfg: &mut Configuration,
     ) -> Result<Action, ReconcileError> {
-        // Gone: the store already deleted its revisions (they are owned).
-        let Some(cfg) = objects::get::<Configuration>(&ctx.store, namespace, name)? else {
-            return Ok(Action::Done);
-        };
-        if cfg.metadata.deletion_timestamp.is_some() {
-            return Ok(Action::Done);
-        }
+        let (namespace, name) = (&cfg.metadata.namespace, &cfg.metadata.name);
         let now = (ctx.clock)();
 
-        let rev_name = resources::revision_name(&cfg);
+        let rev_name = resources::revision_name(cfg);
         let mut create_error = None;
         let latest: Result<Revision, String> = match objects::get::<Revision>(
             &ctx.store, namespace, &rev_name,
         )? {
-            Some(rev) => resources::check_existing(&cfg, &rev).map(|()| rev),
-            None => match objects::create(&ctx.store, &resources::make_revision(&cfg, now)) {
+            Some(rev) => resources::check_existing(cfg, &rev).map(|()| rev),
+            None => match objects::create(&ctx.store, &resources::make_revision(cfg, now)) {
                 Ok(rev) => {
                     tracing::info!(configuration = %format!("{namespace}/{name}"), revision = %rev_name, "created revision");
                     Ok(rev)
@@ -73,12 +62,8 @@ impl Reconciler for ConfigurationReconciler {
             Ok(rev) => LatestCreated::Revision(rev),
             Err(msg) => LatestCreated::CreationFailed(msg),
         };
-        let status = resources::compute_status(&cfg, outcome, &revisions, now);
-        if cfg.status.as_ref() != Some(&status) {
-            let mut updated = cfg.clone();
-            updated.status = Some(status);
-            objects::update_status(&ctx.store, &updated)?;
-        }
+        // Written even when the creation failed: the status says why (as Knative does).
+        cfg.status = Some(resources::compute_status(cfg, outcome, &revisions, now));
         match create_error {
             Some(e) => Err(e),
             None => Ok(Action::Done),
@@ -93,13 +78,14 @@ fn is_already_exists(e: &wisp_store::StoreError) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::ReconcilerExt;
     use crate::testing::{self, set_revision_ready};
     use wisp_api::meta::ConditionStatus;
 
     fn reconcile(ctx: &Context, name: &str) {
         assert_eq!(
             ConfigurationReconciler
-                .reconcile(ctx, "default", name)
+                .reconcile_name(ctx, "default", name)
                 .unwrap(),
             Action::Done
         );

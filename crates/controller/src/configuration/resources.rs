@@ -12,11 +12,14 @@ use wisp_api::{
 };
 
 use crate::{
-    conditions::{self, READY},
+    conditions::{self, ConditionSet, READY},
     names::{self, annotation, label, routing_state},
     objects,
 };
 
+/// The Configuration's condition set: Ready alone, moved by the latest revisions
+/// (Knative's `confCondSet`).
+pub const CONDITIONS: ConditionSet = ConditionSet::new(READY, &[]);
 /// Reason of every failed Configuration Ready condition about its revisions.
 pub const REVISION_FAILED: &str = "RevisionFailed";
 /// Reason when the latest ready revision was deleted.
@@ -224,7 +227,7 @@ pub fn compute_status(
             }
         }
     }
-    conditions::set(&mut st.status, READY, ready.0, &ready.1, &ready.2, now);
+    CONDITIONS.mark(&mut st.status, READY, ready.0, &ready.1, &ready.2, now);
     st
 }
 

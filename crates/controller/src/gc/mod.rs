@@ -10,15 +10,12 @@ pub mod resources;
 
 use std::time::Duration;
 
-use wisp_api::{
-    kinds::{self, ResourceKind},
-    serving::{Configuration, Revision},
-};
+use wisp_api::serving::{Configuration, Revision};
 
 use crate::{
     names::label,
     objects,
-    reconciler::{Action, Context, ReconcileError, Reconciler},
+    reconciler::{Action, Context, ReconcileError, TypedReconciler},
 };
 
 /// Never wake up more often than this for a stale deadline (timestamps have second
@@ -29,27 +26,19 @@ const MIN_REQUEUE: Duration = Duration::from_secs(1);
 #[derive(Debug, Default)]
 pub struct GcReconciler;
 
-impl Reconciler for GcReconciler {
-    fn kind(&self) -> &'static ResourceKind {
-        &kinds::CONFIGURATION
-    }
+/// Gone: nothing to do, its revisions went with it (owner references).
+impl TypedReconciler for GcReconciler {
+    type Object = Configuration;
 
-    fn reconcile(
+    fn reconcile_kind(
         &self,
         ctx: &Context,
-        namespace: &str,
-        name: &str,
+        cfg: &mut Configuration,
     ) -> Result<Action, ReconcileError> {
-        let Some(cfg) = objects::get::<Configuration>(&ctx.store, namespace, name)? else {
-            // Its revisions went with it (owner references).
-            return Ok(Action::Done);
-        };
-        if cfg.metadata.deletion_timestamp.is_some() {
-            return Ok(Action::Done);
-        }
+        let (namespace, name) = (&cfg.metadata.namespace, &cfg.metadata.name);
         let revisions: Vec<Revision> =
             objects::list_labelled(&ctx.store, namespace, label::CONFIGURATION, name)?;
-        let (doomed, next) = resources::plan(&cfg, &revisions, &ctx.config.gc, (ctx.clock)());
+        let (doomed, next) = resources::plan(cfg, &revisions, &ctx.config.gc, (ctx.clock)());
         for rev in revisions
             .iter()
             .filter(|r| doomed.contains(&r.metadata.name))
@@ -73,6 +62,7 @@ impl Reconciler for GcReconciler {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::ReconcilerExt;
     use crate::{
         names::{annotation, routing_state},
         testing,
@@ -131,12 +121,16 @@ mod tests {
         objects::update_status(&ctx.store, &stored).unwrap();
 
         assert_eq!(
-            GcReconciler.reconcile(&ctx, "default", "hello").unwrap(),
+            GcReconciler
+                .reconcile_name(&ctx, "default", "hello")
+                .unwrap(),
             Action::Done
         );
         assert_eq!(names(&ctx), ["hello-00002", "hello-00003", "other-00001"]);
         assert_eq!(
-            GcReconciler.reconcile(&ctx, "default", "gone").unwrap(),
+            GcReconciler
+                .reconcile_name(&ctx, "default", "gone")
+                .unwrap(),
             Action::Done
         );
     }
@@ -152,7 +146,9 @@ mod tests {
         testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
         add(&ctx, "hello-00001", routing_state::RESERVE, 20);
         add(&ctx, "hello-00002", routing_state::RESERVE, 14);
-        let action = GcReconciler.reconcile(&ctx, "default", "hello").unwrap();
+        let action = GcReconciler
+            .reconcile_name(&ctx, "default", "hello")
+            .unwrap();
         assert_eq!(names(&ctx), ["hello-00002"]);
         assert_eq!(action, Action::RequeueAfter(Duration::from_secs(3600)));
     }

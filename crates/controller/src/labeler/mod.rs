@@ -13,22 +13,23 @@ pub mod resources;
 use std::{collections::BTreeMap, sync::Arc};
 
 use wisp_api::{
-    kinds::{self, ResourceKind},
+    kinds,
     serving::{Configuration, Revision, Route},
 };
 
 use crate::{
     names::annotation,
     objects::{self, Resource},
-    reconciler::{Action, Context, ReconcileError, Reconciler},
+    reconciler::{Action, Context, Event, ObjectRef, ReconcileError, TypedReconciler},
     route::RouteIndex,
 };
 
 /// Reconciles `routes.serving.knative.dev` into routing metadata.
 #[derive(Debug, Default)]
 pub struct LabelerReconciler {
-    /// Routes by what they reference, for [`Reconciler::watches`]; may be shared with the
-    /// route reconciler (see [`crate::all_reconcilers`]).
+    /// Routes by what they reference, for [`TypedReconciler::watches`]; shared with the
+    /// route reconciler and fed as an [`Observer`](crate::Observer) (see
+    /// [`crate::all_reconcilers`]).
     index: Arc<RouteIndex>,
 }
 
@@ -38,95 +39,90 @@ impl LabelerReconciler {
     }
 }
 
-impl Reconciler for LabelerReconciler {
-    fn kind(&self) -> &'static ResourceKind {
-        &kinds::ROUTE
+impl TypedReconciler for LabelerReconciler {
+    type Object = Route;
+
+    fn reconcile_kind(&self, ctx: &Context, route: &mut Route) -> Result<Action, ReconcileError> {
+        label(
+            ctx,
+            &route.metadata.namespace,
+            &route.metadata.name,
+            Some(&*route),
+        )
     }
 
-    /// Reads only what concerns this route: the objects its traffic names (by name) and
-    /// the ones whose routes annotation names it (found by the store), never the whole
-    /// namespace.
-    fn reconcile(
-        &self,
-        ctx: &Context,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Action, ReconcileError> {
-        let route = objects::get::<Route>(&ctx.store, namespace, name)?
-            .filter(|r| r.metadata.deletion_timestamp.is_none());
-        let mut found = Found::default();
-        if let Some(route) = &route {
-            found.fetch_referenced(ctx, route)?;
-        }
-        let (mut configurations, mut revisions) = found.into_existing();
-        let refs = route
-            .as_ref()
-            .map_or_else(resources::References::default, |route| {
-                resources::references(route, &configurations, &revisions)
-            });
-        // Everything that names the route now, referenced or not (so stale names go).
-        for rev in objects::list_by_annotation_item::<Revision>(
-            &ctx.store,
-            namespace,
-            annotation::ROUTES,
-            name,
-        )? {
-            revisions.insert(rev.metadata.name.clone(), rev);
-        }
-        for cfg in objects::list_by_annotation_item::<Configuration>(
-            &ctx.store,
-            namespace,
-            annotation::ROUTES,
-            name,
-        )? {
-            configurations.insert(cfg.metadata.name.clone(), cfg);
-        }
-
-        let now = (ctx.clock)();
-        for rev in revisions.values() {
-            let wanted = refs.revisions.contains(&rev.metadata.name);
-            if (wanted || resources::routes(&rev.metadata).contains(name))
-                && let Some(patched) = resources::revision_patch(rev, name, wanted, now)
-            {
-                objects::update(&ctx.store, &patched)?;
-            }
-        }
-        for cfg in configurations.values() {
-            let wanted = refs.configurations.contains(&cfg.metadata.name);
-            if let Some(patched) = resources::configuration_patch(cfg, name, wanted) {
-                objects::update(&ctx.store, &patched)?;
-            }
-        }
-        Ok(Action::Done)
+    /// A deleted route is removed from every object that still names it.
+    fn gone(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
+        label(ctx, &key.namespace, &key.name, None)
     }
 
     /// Routes to re-label when a Configuration or Revision changes: those whose spec
     /// references it (a new latest created revision, a revision that now exists), and
     /// those it says reference it (so hand edits of the annotation are repaired).
-    fn watches(
-        &self,
-        _ctx: &Context,
-        event_kind: &ResourceKind,
-        obj: &serde_json::Value,
-    ) -> Vec<(String, String)> {
-        if *event_kind == kinds::ROUTE {
-            self.index.observe(obj);
-            return Vec::new();
-        }
-        let mut keys = self.index.routes_referencing(event_kind, obj);
-        let meta = &obj["metadata"];
-        if let (Some(ns), Some(list)) = (
-            meta["namespace"].as_str(),
-            meta["annotations"][annotation::ROUTES].as_str(),
-        ) {
+    fn watches(&self, _ctx: &Context, event: &Event<'_>) -> Vec<ObjectRef> {
+        let mut keys = self.index.routes_referencing(event);
+        if let Some(list) = event.meta.annotations.get(annotation::ROUTES) {
             for r in list.split(',').map(str::trim).filter(|r| !r.is_empty()) {
-                keys.push((ns.to_owned(), r.to_owned()));
+                keys.push(event.sibling(&kinds::ROUTE, r));
             }
         }
-        keys.sort();
+        keys.sort_by(|a, b| a.name.cmp(&b.name));
         keys.dedup();
         keys
     }
+}
+
+/// Brings the routing metadata of `namespace` in line with the route `name` (`None`: gone).
+/// Reads only what concerns this route: the objects its traffic names (by name) and the
+/// ones whose routes annotation names it (found by the store), never the whole namespace.
+fn label(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    route: Option<&Route>,
+) -> Result<Action, ReconcileError> {
+    let mut found = Found::default();
+    if let Some(route) = route {
+        found.fetch_referenced(ctx, route)?;
+    }
+    let (mut configurations, mut revisions) = found.into_existing();
+    let refs = route.map_or_else(resources::References::default, |route| {
+        resources::references(route, &configurations, &revisions)
+    });
+    // Everything that names the route now, referenced or not (so stale names go).
+    for rev in objects::list_by_annotation_item::<Revision>(
+        &ctx.store,
+        namespace,
+        annotation::ROUTES,
+        name,
+    )? {
+        revisions.insert(rev.metadata.name.clone(), rev);
+    }
+    for cfg in objects::list_by_annotation_item::<Configuration>(
+        &ctx.store,
+        namespace,
+        annotation::ROUTES,
+        name,
+    )? {
+        configurations.insert(cfg.metadata.name.clone(), cfg);
+    }
+
+    let now = (ctx.clock)();
+    for rev in revisions.values() {
+        let wanted = refs.revisions.contains(&rev.metadata.name);
+        if (wanted || resources::routes(&rev.metadata).contains(name))
+            && let Some(patched) = resources::revision_patch(rev, name, wanted, now)
+        {
+            objects::update(&ctx.store, &patched)?;
+        }
+    }
+    for cfg in configurations.values() {
+        let wanted = refs.configurations.contains(&cfg.metadata.name);
+        if let Some(patched) = resources::configuration_patch(cfg, name, wanted) {
+            objects::update(&ctx.store, &patched)?;
+        }
+    }
+    Ok(Action::Done)
 }
 
 /// Objects of one namespace read by name, remembering the ones that do not exist.

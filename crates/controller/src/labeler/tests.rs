@@ -1,5 +1,6 @@
 //! Labeler against an in-memory store.
 
+use crate::testing::ReconcilerExt;
 use wisp_api::{
     kinds,
     serving::{Configuration, ConfigurationStatus, Revision, Route, RouteStatus, TrafficTarget},
@@ -9,7 +10,7 @@ use super::LabelerReconciler;
 use crate::{
     names::{annotation, label},
     objects,
-    reconciler::{Context, Reconciler},
+    reconciler::Context,
     testing,
 };
 
@@ -85,10 +86,10 @@ fn labels_referenced_objects_and_cleans_up() {
         target("", "hello-00001", false),
     );
     LabelerReconciler::default()
-        .reconcile(&ctx, "default", "main")
+        .reconcile_name(&ctx, "default", "main")
         .unwrap();
     LabelerReconciler::default()
-        .reconcile(&ctx, "default", "pin")
+        .reconcile_name(&ctx, "default", "pin")
         .unwrap();
 
     assert_eq!(state(&ctx, "hello-00001"), (s("active"), s("pin")));
@@ -103,7 +104,7 @@ fn labels_referenced_objects_and_cleans_up() {
 
     let before = ctx.store.current_revision();
     LabelerReconciler::default()
-        .reconcile(&ctx, "default", "main")
+        .reconcile_name(&ctx, "default", "main")
         .unwrap();
     assert_eq!(
         ctx.store.current_revision(),
@@ -119,7 +120,7 @@ fn labels_referenced_objects_and_cleans_up() {
     pin.status.as_mut().unwrap().traffic = vec![target("", "hello-00003", false)];
     objects::update_status(&ctx.store, &pin).unwrap();
     LabelerReconciler::default()
-        .reconcile(&ctx, "default", "pin")
+        .reconcile_name(&ctx, "default", "pin")
         .unwrap();
     assert_eq!(state(&ctx, "hello-00001"), (s("reserve"), None));
     assert_eq!(state(&ctx, "hello-00003"), (s("active"), s("main,pin")));
@@ -132,7 +133,7 @@ fn labels_referenced_objects_and_cleans_up() {
     // Deleting a route removes it everywhere.
     objects::delete::<Route>(&ctx.store, "default", "main", None).unwrap();
     LabelerReconciler::default()
-        .reconcile(&ctx, "default", "main")
+        .reconcile_name(&ctx, "default", "main")
         .unwrap();
     assert_eq!(state(&ctx, "hello-00002"), (s("reserve"), None));
     assert_eq!(state(&ctx, "hello-00003"), (s("active"), s("pin")));
@@ -156,14 +157,14 @@ fn watches() {
     let v = serde_json::to_value(&rev).unwrap();
     let key = |n: &str| ("default".to_string(), n.to_string());
     let labeler = LabelerReconciler::default();
-    crate::route::tests::replay_events(&ctx, &labeler);
+    crate::route::tests::replay_events(&ctx, &labeler.index, &labeler);
     assert_eq!(
-        labeler.watches(&ctx, &kinds::REVISION, &v),
+        labeler.watched(&ctx, &kinds::REVISION, &v),
         [key("main"), key("stale")]
     );
     let cfg = serde_json::to_value(testing::configuration("default", "hello", "img")).unwrap();
     assert_eq!(
-        labeler.watches(&ctx, &kinds::CONFIGURATION, &cfg),
+        labeler.watched(&ctx, &kinds::CONFIGURATION, &cfg),
         [key("main")]
     );
 }
@@ -202,7 +203,7 @@ fn drops_stale_names_found_by_the_store() {
     testing::insert(&ctx, &y);
 
     LabelerReconciler::default()
-        .reconcile(&ctx, "default", "main")
+        .reconcile_name(&ctx, "default", "main")
         .unwrap();
     assert_eq!(state(&ctx, "hello-00001"), (s("active"), s("other")));
     assert_eq!(state(&ctx, "hello-00002"), (s("active"), s("main")));

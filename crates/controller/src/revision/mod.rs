@@ -11,74 +11,61 @@
 
 pub mod resources;
 
-use wisp_api::{
-    autoscaling::PodAutoscaler,
-    kinds::{self, ResourceKind},
-    serving::Revision,
-};
+use wisp_api::{autoscaling::PodAutoscaler, serving::Revision};
 use wisp_runtime::RevisionKey;
 
 use crate::{
     objects,
-    reconciler::{Action, Context, ReconcileError, Reconciler},
+    reconciler::{Action, Context, ObjectRef, ReconcileError, TypedReconciler},
 };
 
 /// Reconciles `revisions.serving.knative.dev`.
 #[derive(Debug, Default)]
 pub struct RevisionReconciler;
 
-impl Reconciler for RevisionReconciler {
-    fn kind(&self) -> &'static ResourceKind {
-        &kinds::REVISION
-    }
+impl TypedReconciler for RevisionReconciler {
+    type Object = Revision;
 
-    fn reconcile(
-        &self,
-        ctx: &Context,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Action, ReconcileError> {
+    fn reconcile_kind(&self, ctx: &Context, rev: &mut Revision) -> Result<Action, ReconcileError> {
+        let (namespace, name) = (&rev.metadata.namespace, &rev.metadata.name);
         let key = RevisionKey::new(namespace, name);
-        let rev = match objects::get::<Revision>(&ctx.store, namespace, name)? {
-            Some(rev) if rev.metadata.deletion_timestamp.is_none() => rev,
-            _ => {
-                ctx.platform.remove(&key);
-                return Ok(Action::Done);
-            }
-        };
         let now = (ctx.clock)();
 
         // The replica count is the KPA's (the PodAutoscaler reconciler publishes it in
         // `ctx.scaling` and wakes this reconciler when it changes); before the KPA's first
         // reconcile of this revision, its initial scale.
         let kpa = ctx.scaling.scale(&key).map(|s| s.replicas);
-        let desired = resources::replicas(&rev, &ctx.config.autoscaler, kpa);
-        let spec = resources::replica_spec(&rev, &ctx.config)
+        let desired = resources::replicas(rev, &ctx.config.autoscaler, kpa);
+        let spec = resources::replica_spec(rev, &ctx.config)
             .ok_or_else(|| ReconcileError::Other(format!("revision {key} has no container")))?;
         ctx.platform.scale(&spec, desired);
 
         let replicas = ctx.platform.replicas(&key);
-        let deadline = resources::progress_deadline(&rev, &ctx.config);
+        let deadline = resources::progress_deadline(rev, &ctx.config);
         let (mut status, requeue) =
-            resources::compute_status(&rev, &replicas, desired, deadline, now);
+            resources::compute_status(rev, &replicas, desired, deadline, now);
         if let Some(pa) = objects::get::<PodAutoscaler>(&ctx.store, namespace, name)?
             .filter(|pa| objects::is_controlled_by(&pa.metadata, &rev.metadata.uid))
             .and_then(|pa| pa.status)
         {
             resources::propagate_autoscaler_status(&mut status, &pa, now);
         }
-        if rev.status.as_ref() != Some(&status) {
-            let mut updated = rev;
-            updated.status = Some(status);
-            objects::update_status(&ctx.store, &updated)?;
-        }
+        rev.status = Some(status);
         Ok(requeue.map_or(Action::Done, Action::RequeueAfter))
+    }
+
+    /// Its replicas go: a revision no longer stored must not keep running.
+    fn gone(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
+        ctx.platform
+            .remove(&RevisionKey::new(&key.namespace, &key.name));
+        Ok(Action::Done)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::ReconcilerExt;
     use crate::{
         conditions::{self, READY},
         testing::{self, PlatformCall, crashed_replica, replica},
@@ -108,7 +95,7 @@ mod tests {
         use wisp_api::meta::ConditionStatus::*;
         let (ctx, platform, key) = setup();
         let action = RevisionReconciler
-            .reconcile(&ctx, "default", "hello-00001")
+            .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         assert_eq!(action, Action::RequeueAfter(Duration::from_secs(600)));
         assert_eq!(platform.scale_of(&key), Some(2));
@@ -125,7 +112,7 @@ mod tests {
         );
         assert_eq!(
             RevisionReconciler
-                .reconcile(&ctx, "default", "hello-00001")
+                .reconcile_name(&ctx, "default", "hello-00001")
                 .unwrap(),
             Action::Done
         );
@@ -141,7 +128,7 @@ mod tests {
         // Nothing changed: no write.
         let rv = ctx.store.current_revision();
         RevisionReconciler
-            .reconcile(&ctx, "default", "hello-00001")
+            .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         assert_eq!(ctx.store.current_revision(), rv);
 
@@ -153,7 +140,7 @@ mod tests {
             ],
         );
         RevisionReconciler
-            .reconcile(&ctx, "default", "hello-00001")
+            .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         assert_eq!(ready_of(&ctx), (False, "ExitCode1".into()));
     }
@@ -168,7 +155,7 @@ mod tests {
         testing::insert(&ctx, &rev);
         let key = RevisionKey::new("default", "zero-00001");
         RevisionReconciler
-            .reconcile(&ctx, "default", "zero-00001")
+            .reconcile_name(&ctx, "default", "zero-00001")
             .unwrap();
         assert_eq!(platform.scale_of(&key), Some(0));
 
@@ -181,12 +168,12 @@ mod tests {
         };
         ctx.scaling.publish(&key, kpa(3));
         RevisionReconciler
-            .reconcile(&ctx, "default", "zero-00001")
+            .reconcile_name(&ctx, "default", "zero-00001")
             .unwrap();
         assert_eq!(platform.scale_of(&key), Some(3));
         ctx.scaling.publish(&key, kpa(0));
         RevisionReconciler
-            .reconcile(&ctx, "default", "zero-00001")
+            .reconcile_name(&ctx, "default", "zero-00001")
             .unwrap();
         assert_eq!(platform.scale_of(&key), Some(0));
 
@@ -199,7 +186,7 @@ mod tests {
         );
         objects::update(&ctx.store, &rev).unwrap();
         RevisionReconciler
-            .reconcile(&ctx, "default", "zero-00001")
+            .reconcile_name(&ctx, "default", "zero-00001")
             .unwrap();
         assert_eq!(platform.scale_of(&key), Some(0));
     }
@@ -208,13 +195,13 @@ mod tests {
     fn deleted_revision_is_removed_from_the_platform() {
         let (ctx, platform, key) = setup();
         RevisionReconciler
-            .reconcile(&ctx, "default", "hello-00001")
+            .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         objects::delete::<Revision>(&ctx.store, "default", "hello-00001", None).unwrap();
         platform.take_calls();
         assert_eq!(
             RevisionReconciler
-                .reconcile(&ctx, "default", "hello-00001")
+                .reconcile_name(&ctx, "default", "hello-00001")
                 .unwrap(),
             Action::Done
         );
@@ -229,12 +216,12 @@ mod tests {
         }
         let (mut ctx, _platform, _) = setup();
         RevisionReconciler
-            .reconcile(&ctx, "default", "hello-00001")
+            .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         ctx.clock = two_hours_later;
         assert_eq!(
             RevisionReconciler
-                .reconcile(&ctx, "default", "hello-00001")
+                .reconcile_name(&ctx, "default", "hello-00001")
                 .unwrap(),
             Action::Done
         );

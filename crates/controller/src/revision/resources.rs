@@ -14,7 +14,7 @@ use wisp_api::{
 use wisp_runtime::{ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
 
 use crate::{
-    conditions::{self, READY},
+    conditions::{ConditionSet, READY},
     names::{annotation, label},
 };
 
@@ -24,6 +24,8 @@ pub const CONTAINER_HEALTHY: &str = "ContainerHealthy";
 pub const ACTIVE: &str = "Active";
 /// Ready's dependents, in Knative's order.
 pub const DEPENDENTS: [&str; 2] = [RESOURCES_AVAILABLE, CONTAINER_HEALTHY];
+/// The Revision's condition set (Knative's `revisionCondSet`).
+pub const CONDITIONS: ConditionSet = ConditionSet::new(READY, &DEPENDENTS);
 
 pub const DEPLOYING: &str = "Deploying";
 pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
@@ -108,7 +110,7 @@ pub fn propagate_autoscaler_status(
 ) {
     if let Some(c) = pa.status.condition(ACTIVE) {
         let (cs, reason, message) = (c.status, c.reason.clone(), c.message.clone());
-        conditions::set(&mut st.status, ACTIVE, cs, &reason, &message, now);
+        CONDITIONS.mark(&mut st.status, ACTIVE, cs, &reason, &message, now);
     }
     if let Some(d) = pa.desired_scale.filter(|d| *d >= 0) {
         st.desired_replicas = Some(d);
@@ -290,15 +292,18 @@ pub fn compute_status(
     };
 
     let s: &mut Status = &mut st.status;
-    for (t, (cs, reason, message)) in [
+    let marks = [
         (RESOURCES_AVAILABLE, resources),
         (CONTAINER_HEALTHY, health),
         (ACTIVE, active),
-    ] {
-        conditions::set(s, t, cs, &reason, &message, now);
-    }
-    let (cs, reason, message) = conditions::ready_from(s, &DEPENDENTS);
-    conditions::set(s, READY, cs, &reason, &message, now);
+    ];
+    CONDITIONS.mark_all(
+        s,
+        marks
+            .iter()
+            .map(|(t, (cs, r, m))| (*t, *cs, r.as_str(), m.as_str())),
+        now,
+    );
     s.observed_generation = rev.metadata.generation;
     st.actual_replicas = Some(i32::try_from(ready_count).unwrap_or(i32::MAX));
     st.desired_replicas = Some(i32::try_from(desired).unwrap_or(i32::MAX));
@@ -308,6 +313,7 @@ pub fn compute_status(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::conditions;
     use crate::testing::{self, crashed_replica, failed_replica, replica, test_clock};
     use ConditionStatus::{False, True, Unknown};
     use wisp_runtime::ExitInfo;

@@ -2,10 +2,10 @@
 //! `spec.traffic`, kept in memory so that "the routes referencing this object" costs a map
 //! lookup per store event instead of listing and decoding every Route of the namespace.
 //!
-//! It is fed from the store's event stream, like a Kubernetes informer's indexer: the
-//! runner calls every reconciler's [`watches`](crate::Reconciler::watches) with every
-//! event, in resourceVersion order, and the route and labeler reconcilers hand Route events
-//! to [`RouteIndex::observe`] before answering lookups for Configuration and Revision events.
+//! It is fed from the store's event stream, like a Kubernetes informer's indexer: it is an
+//! [`Observer`], which the runner hands every event, in resourceVersion order, before it
+//! asks the reconcilers' [`watches`](crate::Reconciler::watches), where the route and
+//! labeler reconcilers look up the routes of Configuration and Revision events.
 //! A lookup for an event at resourceVersion N therefore sees every Route as of N, which is
 //! all a level-based reconciler needs: a Route that starts referencing the object after N
 //! is queued by its own event and reads the object then. The runner's start-up resync
@@ -21,9 +21,12 @@ use std::{
 };
 
 use serde_json::Value;
-use wisp_api::kinds::{self, ResourceKind};
+use wisp_api::kinds;
 
-use crate::names::label;
+use crate::{
+    names::label,
+    reconciler::{Event, ObjectRef, Observer},
+};
 
 /// Routes by the configuration and revision names their `spec.traffic` targets. Shared by
 /// the route and labeler reconcilers; cheap to query, safe to feed the same event twice.
@@ -71,17 +74,11 @@ impl Targets {
 }
 
 impl RouteIndex {
-    /// Records a Route as of a store event: its current targets, or its removal when the
-    /// object carries a `deletionTimestamp` (the last state of a deleted object; the store
-    /// sets it only then).
-    pub fn observe(&self, route: &Value) {
-        let meta = &route["metadata"];
-        let (Some(ns), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str()) else {
-            return;
-        };
-        let deleted = !meta["deletionTimestamp"].is_null();
-        let targets = (!deleted).then(|| Targets::of(route));
-        let key = (ns.to_owned(), name.to_owned());
+    /// Records the Route `namespace/name` as of a store event: the targets of `route` (its
+    /// stored JSON), or its removal when `None` (deleted).
+    pub fn record(&self, namespace: &str, name: &str, route: Option<&Value>) {
+        let targets = route.map(Targets::of);
+        let key = (namespace.to_owned(), name.to_owned());
         {
             // Most route events (status updates) leave the targets alone.
             let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
@@ -97,25 +94,26 @@ impl RouteIndex {
         }
     }
 
-    /// The routes whose spec traffic references the event object: a Configuration by name;
-    /// a Revision by name or through its configuration label. Sorted, without duplicates.
-    pub fn routes_referencing(&self, event_kind: &ResourceKind, obj: &Value) -> Vec<Key> {
-        let meta = &obj["metadata"];
-        let (Some(ns), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str()) else {
-            return Vec::new();
-        };
-        let (cfg, rev) = if *event_kind == kinds::CONFIGURATION {
+    /// The routes whose spec traffic references the event's object: a Configuration by
+    /// name; a Revision by name or through its configuration label. Sorted, without
+    /// duplicates.
+    pub fn routes_referencing(&self, event: &Event<'_>) -> Vec<ObjectRef> {
+        let meta = event.meta;
+        let name = meta.name.as_str();
+        let (cfg, rev) = if event.kind == &kinds::CONFIGURATION {
             (Some(name), None)
-        } else if *event_kind == kinds::REVISION {
-            (meta["labels"][label::CONFIGURATION].as_str(), Some(name))
+        } else if event.kind == &kinds::REVISION {
+            let cfg = meta.labels.get(label::CONFIGURATION).map(String::as_str);
+            (cfg, Some(name))
         } else {
             return Vec::new();
         };
+        let ns = &meta.namespace;
         let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
         let find = |map: &HashMap<Key, BTreeSet<String>>, target: Option<&str>| {
             target
                 .filter(|t| !t.is_empty())
-                .and_then(|t| map.get(&(ns.to_owned(), t.to_owned())))
+                .and_then(|t| map.get(&(ns.clone(), t.to_owned())))
                 .into_iter()
                 .flatten()
                 .cloned()
@@ -123,7 +121,10 @@ impl RouteIndex {
         };
         let mut routes = find(&inner.configurations, cfg);
         routes.extend(find(&inner.revisions, rev));
-        routes.into_iter().map(|r| (ns.to_owned(), r)).collect()
+        routes
+            .into_iter()
+            .map(|r| event.sibling(&kinds::ROUTE, &r))
+            .collect()
     }
 
     /// Number of indexed routes (for tests and debugging).
@@ -137,6 +138,16 @@ impl RouteIndex {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Route events keep the index current (the runner calls observers before any watch).
+impl Observer for RouteIndex {
+    fn observe(&self, event: &Event<'_>) {
+        if event.kind == &kinds::ROUTE {
+            let route = (!event.deleted).then_some(event.object);
+            self.record(&event.meta.namespace, &event.meta.name, route);
+        }
     }
 }
 
@@ -179,8 +190,28 @@ impl Inner {
 #[cfg(test)]
 mod tests {
     use serde_json::json;
+    use wisp_api::kinds::ResourceKind;
 
     use super::*;
+    use crate::testing::OwnedEvent;
+
+    /// A Route event, as the runner hands it to observers.
+    fn feed(idx: &RouteIndex, route: &Value, deleted: bool) {
+        let mut ev = OwnedEvent::new(&kinds::ROUTE, route.clone());
+        if deleted {
+            ev = ev.deleted();
+        }
+        idx.observe(&ev.event());
+    }
+
+    /// The routes referencing an object, as a watch asks for them.
+    fn lookup(idx: &RouteIndex, kind: &'static ResourceKind, obj: &Value) -> Vec<Key> {
+        let ev = OwnedEvent::new(kind, obj.clone());
+        idx.routes_referencing(&ev.event())
+            .into_iter()
+            .map(|r| (r.namespace, r.name))
+            .collect()
+    }
 
     fn route(ns: &str, name: &str, traffic: Value) -> Value {
         json!({"metadata": {"namespace": ns, "name": name}, "spec": {"traffic": traffic}})
@@ -206,30 +237,42 @@ mod tests {
         let idx = RouteIndex::default();
         let c = &kinds::CONFIGURATION;
         let r = &kinds::REVISION;
-        idx.observe(&route(
-            "ns",
-            "a",
-            json!([{"configurationName": "hello", "percent": 100}]),
-        ));
-        idx.observe(&route(
-            "ns",
-            "b",
-            json!([{"revisionName": "hello-00001"}, {"configurationName": "other"}]),
-        ));
-        idx.observe(&route(
-            "elsewhere",
-            "a",
-            json!([{"configurationName": "hello"}]),
-        ));
-        idx.observe(&route(
-            "ns",
-            "empty",
-            json!([{"configurationName": "", "revisionName": ""}]),
-        ));
+        feed(
+            &idx,
+            &route(
+                "ns",
+                "a",
+                json!([{"configurationName": "hello", "percent": 100}]),
+            ),
+            false,
+        );
+        feed(
+            &idx,
+            &route(
+                "ns",
+                "b",
+                json!([{"revisionName": "hello-00001"}, {"configurationName": "other"}]),
+            ),
+            false,
+        );
+        feed(
+            &idx,
+            &route("elsewhere", "a", json!([{"configurationName": "hello"}])),
+            false,
+        );
+        feed(
+            &idx,
+            &route(
+                "ns",
+                "empty",
+                json!([{"configurationName": "", "revisionName": ""}]),
+            ),
+            false,
+        );
         assert_eq!(idx.len(), 4);
 
         // (event, expected routes)
-        let cases: Vec<(&ResourceKind, Value, Vec<Key>)> = vec![
+        let cases: Vec<(&'static ResourceKind, Value, Vec<Key>)> = vec![
             (c, cfg("ns", "hello"), keys("ns", &["a"])),
             (c, cfg("ns", "other"), keys("ns", &["b"])),
             (c, cfg("ns", "nobody"), vec![]),
@@ -247,36 +290,24 @@ mod tests {
             (c, json!({"metadata": {}}), vec![]),
         ];
         for (kind, obj, want) in &cases {
-            assert_eq!(
-                idx.routes_referencing(kind, obj),
-                *want,
-                "{} {obj}",
-                kind.kind
-            );
+            assert_eq!(lookup(&idx, kind, obj), *want, "{} {obj}", kind.kind);
         }
 
         // Retargeting drops the old links; the same event twice changes nothing.
         let moved = route("ns", "a", json!([{"configurationName": "other"}]));
-        idx.observe(&moved);
-        idx.observe(&moved);
-        assert!(idx.routes_referencing(c, &cfg("ns", "hello")).is_empty());
+        feed(&idx, &moved, false);
+        feed(&idx, &moved, false);
+        assert!(lookup(&idx, c, &cfg("ns", "hello")).is_empty());
         assert_eq!(
-            idx.routes_referencing(c, &cfg("ns", "other")),
+            lookup(&idx, c, &cfg("ns", "other")),
             keys("ns", &["a", "b"])
         );
 
-        // The last state of a deleted route (deletionTimestamp set) removes it.
-        let mut gone = route("ns", "b", json!([{"revisionName": "hello-00001"}]));
-        gone["metadata"]["deletionTimestamp"] = json!("2026-11-21T12:00:00Z");
-        idx.observe(&gone);
-        assert!(
-            idx.routes_referencing(r, &rev("ns", "hello-00001", "x"))
-                .is_empty()
-        );
-        assert_eq!(
-            idx.routes_referencing(c, &cfg("ns", "other")),
-            keys("ns", &["a"])
-        );
+        // The last state of a deleted route removes it.
+        let gone = route("ns", "b", json!([{"revisionName": "hello-00001"}]));
+        feed(&idx, &gone, true);
+        assert!(lookup(&idx, r, &rev("ns", "hello-00001", "x")).is_empty());
+        assert_eq!(lookup(&idx, c, &cfg("ns", "other")), keys("ns", &["a"]));
         assert_eq!(idx.len(), 3);
         let inner = idx.inner.read().unwrap();
         assert!(

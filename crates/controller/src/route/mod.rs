@@ -13,24 +13,21 @@ pub mod resources;
 
 use std::{collections::BTreeMap, sync::Arc};
 
-use wisp_api::{
-    kinds::{self, ResourceKind},
-    serving::{Configuration, Revision, Route},
-};
+use wisp_api::serving::{Configuration, Revision, Route};
 
 pub use self::index::RouteIndex;
 use self::resources::Outcome;
 use crate::{
     objects,
-    reconciler::{Action, Context, ReconcileError, Reconciler},
+    reconciler::{Action, Context, Event, ObjectRef, ReconcileError, TypedReconciler},
     routing::{HostRoute, RoutingTable},
 };
 
 /// Reconciles `routes.serving.knative.dev`.
 #[derive(Debug, Default)]
 pub struct RouteReconciler {
-    /// Routes by what they reference, for [`Reconciler::watches`]; may be shared with the
-    /// labeler (see [`crate::all_reconcilers`]).
+    /// Routes by what they reference, for [`TypedReconciler::watches`]; shared with the
+    /// labeler and fed as an [`Observer`](crate::Observer) (see [`crate::all_reconcilers`]).
     index: Arc<RouteIndex>,
 }
 
@@ -40,61 +37,42 @@ impl RouteReconciler {
     }
 }
 
-impl Reconciler for RouteReconciler {
-    fn kind(&self) -> &'static ResourceKind {
-        &kinds::ROUTE
-    }
+impl TypedReconciler for RouteReconciler {
+    type Object = Route;
 
-    fn reconcile(
-        &self,
-        ctx: &Context,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Action, ReconcileError> {
-        let route = objects::get::<Route>(&ctx.store, namespace, name)?;
-        let Some(route) = route.filter(|r| r.metadata.deletion_timestamp.is_none()) else {
-            publish(ctx, namespace, name, &BTreeMap::new());
-            return Ok(Action::Done);
-        };
+    fn reconcile_kind(&self, ctx: &Context, route: &mut Route) -> Result<Action, ReconcileError> {
+        let (namespace, name) = (&route.metadata.namespace, &route.metadata.name);
         let cfg = &ctx.config;
-        let outcome = match resources::hosts(&route, resources::spec_tags(&route), cfg) {
+        let outcome = match resources::hosts(route, resources::spec_tags(route), cfg) {
             Err(msg) => Outcome::BadHosts(msg),
             Ok(hosts) => {
-                let (configurations, revisions) = referenced(ctx, &route)?;
-                match resources::resolve(&route, &configurations, &revisions) {
+                let (configurations, revisions) = referenced(ctx, route)?;
+                match resources::resolve(route, &configurations, &revisions) {
                     Err(e) => Outcome::Unresolved(hosts, e),
                     Ok(traffic) => {
                         let traffic = resources::status_traffic(traffic, &hosts, cfg);
-                        let entries = resources::host_routes(&route, &hosts, &traffic);
+                        let entries = resources::host_routes(route, &hosts, &traffic);
                         publish(ctx, namespace, name, &entries);
                         Outcome::Published(hosts, traffic)
                     }
                 }
             }
         };
-        let status = resources::status(&route, &outcome, cfg, (ctx.clock)());
-        if route.status.as_ref() != Some(&status) {
-            let mut updated = route;
-            updated.status = Some(status);
-            objects::update_status(&ctx.store, &updated)?;
-        }
+        route.status = Some(resources::status(route, &outcome, cfg, (ctx.clock)()));
+        Ok(Action::Done)
+    }
+
+    /// Its hosts leave the routing table.
+    fn gone(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
+        publish(ctx, &key.namespace, &key.name, &BTreeMap::new());
         Ok(Action::Done)
     }
 
     /// Routes to re-resolve when a Configuration or Revision changes: those whose spec
     /// traffic names it, or (for a revision) names its configuration. Answered from the
     /// [`RouteIndex`], which Route events keep current.
-    fn watches(
-        &self,
-        _ctx: &Context,
-        event_kind: &ResourceKind,
-        obj: &serde_json::Value,
-    ) -> Vec<(String, String)> {
-        if *event_kind == kinds::ROUTE {
-            self.index.observe(obj);
-            return Vec::new();
-        }
-        self.index.routes_referencing(event_kind, obj)
+    fn watches(&self, _ctx: &Context, event: &Event<'_>) -> Vec<ObjectRef> {
+        self.index.routes_referencing(event)
     }
 }
 

@@ -6,12 +6,12 @@ use wisp_api::{
     serving::{Configuration, ConfigurationStatus, Revision, Route, TrafficTarget},
 };
 
-use super::{RouteReconciler, resources};
+use super::{RouteIndex, RouteReconciler, resources};
 use crate::{
     conditions::{self, READY},
     objects,
-    reconciler::{Context, Reconciler},
-    testing::{self, test_clock},
+    reconciler::{Context, Observer, Reconciler},
+    testing::{self, ReconcilerExt, test_clock},
 };
 
 fn ready_revision(ctx: &Context, name: &str) -> Revision {
@@ -57,7 +57,7 @@ fn pinned(tag: &str, rev: &str, percent: i64) -> TrafficTarget {
 
 fn reconcile(ctx: &Context) {
     RouteReconciler::default()
-        .reconcile(ctx, "default", "hello")
+        .reconcile_name(ctx, "default", "hello")
         .unwrap();
 }
 
@@ -165,7 +165,7 @@ fn two_routes_share_the_table() {
     );
     reconcile(&ctx);
     RouteReconciler::default()
-        .reconcile(&ctx, "default", "other")
+        .reconcile_name(&ctx, "default", "other")
         .unwrap();
     let table = ctx.routing.load();
     assert!(table.hosts.contains_key("hello.default.example.com"));
@@ -173,9 +173,13 @@ fn two_routes_share_the_table() {
     assert_eq!(table.hosts.len(), 8);
 }
 
-/// Hands every store event so far to `r.watches`, as the runner does, and returns the keys
-/// it asked for per event.
-pub(crate) fn replay_events(ctx: &Context, r: &dyn Reconciler) -> Vec<Vec<(String, String)>> {
+/// Hands every store event so far to `index` and then to `r.watches`, as the runner does,
+/// and returns the keys `r` asked for per event.
+pub(crate) fn replay_events(
+    ctx: &Context,
+    index: &RouteIndex,
+    r: &dyn Reconciler,
+) -> Vec<Vec<(String, String)>> {
     let kinds: std::collections::HashMap<String, &'static kinds::ResourceKind> = kinds::ALL
         .into_iter()
         .map(|k| (crate::reconciler::resource(k), k))
@@ -184,7 +188,14 @@ pub(crate) fn replay_events(ctx: &Context, r: &dyn Reconciler) -> Vec<Vec<(Strin
         .events_since(0, None, None, 100_000)
         .unwrap()
         .iter()
-        .map(|ev| r.watches(ctx, kinds[&ev.resource], &ev.object))
+        .map(|ev| {
+            let mut owned = testing::OwnedEvent::new(kinds[&ev.resource], ev.object.clone());
+            if ev.event_type == wisp_store::EventType::Deleted {
+                owned = owned.deleted();
+            }
+            index.observe(&owned.event());
+            r.watched(ctx, kinds[&ev.resource], &ev.object)
+        })
         .collect()
 }
 
@@ -207,12 +218,16 @@ fn watches_referencing_routes() {
     objects::delete::<Route>(&ctx.store, "default", "gone", Some(&gone.metadata.uid)).unwrap();
     let watcher = RouteReconciler::default();
     // Route events feed the index and queue nothing extra (the runner queues their own key).
-    assert!(replay_events(&ctx, &watcher).iter().all(Vec::is_empty));
+    assert!(
+        replay_events(&ctx, &watcher.index, &watcher)
+            .iter()
+            .all(Vec::is_empty)
+    );
     let key = |n: &str| ("default".to_string(), n.to_string());
 
     let cfg = serde_json::to_value(testing::configuration("default", "hello", "img")).unwrap();
     assert_eq!(
-        watcher.watches(&ctx, &kinds::CONFIGURATION, &cfg),
+        watcher.watched(&ctx, &kinds::CONFIGURATION, &cfg),
         [key("hello")]
     );
     // A revision of the referenced configuration, and a revision referenced by name (the
@@ -220,25 +235,25 @@ fn watches_referencing_routes() {
     let rev =
         serde_json::to_value(testing::revision("default", "hello-00003", "hello", 3)).unwrap();
     assert_eq!(
-        watcher.watches(&ctx, &kinds::REVISION, &rev),
+        watcher.watched(&ctx, &kinds::REVISION, &rev),
         [key("hello")]
     );
     let rev =
         serde_json::to_value(testing::revision("default", "other-00001", "other", 1)).unwrap();
     assert_eq!(
-        watcher.watches(&ctx, &kinds::REVISION, &rev),
+        watcher.watched(&ctx, &kinds::REVISION, &rev),
         [key("pinned")]
     );
-    assert!(watcher.watches(&ctx, &kinds::SERVICE, &cfg).is_empty());
+    assert!(watcher.watched(&ctx, &kinds::SERVICE, &cfg).is_empty());
 
     // Retargeted: the index follows the route's new spec.
     let mut pinned_route: Route = testing::fetch(&ctx, "default", "pinned");
     pinned_route.spec.traffic = vec![latest(100)];
     objects::update(&ctx.store, &pinned_route).unwrap();
-    replay_events(&ctx, &watcher);
-    assert!(watcher.watches(&ctx, &kinds::REVISION, &rev).is_empty());
+    replay_events(&ctx, &watcher.index, &watcher);
+    assert!(watcher.watched(&ctx, &kinds::REVISION, &rev).is_empty());
     assert_eq!(
-        watcher.watches(&ctx, &kinds::CONFIGURATION, &cfg),
+        watcher.watched(&ctx, &kinds::CONFIGURATION, &cfg),
         [key("hello"), key("pinned")]
     );
 }

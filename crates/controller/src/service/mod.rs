@@ -9,40 +9,29 @@
 pub mod resources;
 
 use wisp_api::{
-    kinds::{self, ResourceKind},
+    kinds,
     serving::{Revision, Service},
 };
 
 use self::resources::{Child, Observed};
 use crate::{
     objects::{self, Resource},
-    reconciler::{Action, Context, ReconcileError, Reconciler},
+    reconciler::{Action, Context, Event, ObjectRef, ReconcileError, TypedReconciler},
 };
 
 /// Reconciles `services.serving.knative.dev`.
 #[derive(Debug, Default)]
 pub struct ServiceReconciler;
 
-impl Reconciler for ServiceReconciler {
-    fn kind(&self) -> &'static ResourceKind {
-        &kinds::SERVICE
-    }
+/// Gone: nothing to do, its children went with it (owner references).
+impl TypedReconciler for ServiceReconciler {
+    type Object = Service;
 
-    fn reconcile(
-        &self,
-        ctx: &Context,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Action, ReconcileError> {
-        let Some(svc) = objects::get::<Service>(&ctx.store, namespace, name)? else {
-            return Ok(Action::Done);
-        };
-        if svc.metadata.deletion_timestamp.is_some() {
-            return Ok(Action::Done);
-        }
+    fn reconcile_kind(&self, ctx: &Context, svc: &mut Service) -> Result<Action, ReconcileError> {
+        let namespace = &svc.metadata.namespace;
         let now = (ctx.clock)();
 
-        let config = ensure_child(ctx, &svc, resources::configuration(&svc), |d, e| {
+        let config = ensure_child(ctx, svc, resources::configuration(svc), |d, e| {
             resources::reconcile_configuration(d, e)
         })?;
         let mut name_taken = false;
@@ -55,7 +44,7 @@ impl Reconciler for ServiceReconciler {
                     name_taken = resources::revision_name_taken(cfg, rev.as_ref());
                 }
                 if !name_taken {
-                    route = Some(ensure_child(ctx, &svc, resources::route(&svc), |d, e| {
+                    route = Some(ensure_child(ctx, svc, resources::route(svc), |d, e| {
                         resources::reconcile_route(d, e)
                     })?);
                 }
@@ -69,34 +58,20 @@ impl Reconciler for ServiceReconciler {
                 .as_ref()
                 .map(|r| r.as_ref().map_or(Child::NotOwned, Child::Owned)),
         };
-        let status = resources::status(&svc, seen, now);
-        if svc.status.as_ref() != Some(&status) {
-            let mut updated = svc.clone();
-            updated.status = Some(status);
-            objects::update_status(&ctx.store, &updated)?;
-        }
+        svc.status = Some(resources::status(svc, seen, now));
         Ok(Action::Done)
     }
 
     /// A child that is not ours carries no owner reference to us, yet its deletion must
     /// let us create ours: children have the Service's name, so any Configuration or
     /// Route event maps to the Service of the same name.
-    fn watches(
-        &self,
-        _ctx: &Context,
-        event_kind: &ResourceKind,
-        obj: &serde_json::Value,
-    ) -> Vec<(String, String)> {
-        if *event_kind != kinds::CONFIGURATION && *event_kind != kinds::ROUTE {
+    fn watches(&self, _ctx: &Context, event: &Event<'_>) -> Vec<ObjectRef> {
+        if event.kind != &kinds::CONFIGURATION && event.kind != &kinds::ROUTE {
             return Vec::new();
         }
-        let meta = &obj["metadata"];
-        let (Some(ns), Some(name)) = (meta["namespace"].as_str(), meta["name"].as_str()) else {
-            return Vec::new();
-        };
         // Queued whether or not the Service exists: a reconcile of a missing one is one
         // lookup, cheaper than looking it up here on every event.
-        vec![(ns.to_owned(), name.to_owned())]
+        vec![event.object_ref().with_kind(&kinds::SERVICE)]
     }
 }
 

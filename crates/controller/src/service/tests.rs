@@ -1,5 +1,6 @@
 //! Service reconciler against an in-memory store.
 
+use crate::testing::ReconcilerExt;
 use wisp_api::{
     kinds,
     meta::{ConditionStatus, Status},
@@ -23,7 +24,7 @@ fn setup() -> (Context, Service) {
 fn reconcile(ctx: &Context) {
     assert_eq!(
         ServiceReconciler
-            .reconcile(ctx, "default", "hello")
+            .reconcile_name(ctx, "default", "hello")
             .unwrap(),
         Action::Done
     );
@@ -113,12 +114,12 @@ fn not_owned_children() {
         .unwrap()
         .unwrap();
     assert_eq!(
-        ServiceReconciler.watches(&ctx, &kinds::CONFIGURATION, &foreign),
+        ServiceReconciler.watched(&ctx, &kinds::CONFIGURATION, &foreign),
         [("default".to_string(), "hello".to_string())]
     );
     assert!(
         ServiceReconciler
-            .watches(&ctx, &kinds::REVISION, &foreign)
+            .watched(&ctx, &kinds::REVISION, &foreign)
             .is_empty()
     );
 
@@ -235,7 +236,7 @@ fn missing_service_is_fine() {
     let (ctx, _) = testing::test_context();
     assert_eq!(
         ServiceReconciler
-            .reconcile(&ctx, "default", "nope")
+            .reconcile_name(&ctx, "default", "nope")
             .unwrap(),
         Action::Done
     );
