@@ -1,7 +1,6 @@
 //! Request bodies: JSON or YAML objects, merge patches, and the size limit.
 
 use axum::{body::Body, http::HeaderMap};
-use http_body_util::BodyExt;
 use serde_json::Value;
 
 use tokio::sync::OwnedSemaphorePermit;
