@@ -1,5 +1,5 @@
 //! Data-plane overhead of wisp, after Knative's `test/performance/benchmarks/dataplane-probe`
-//! (reference §13), run locally with `wrk` as the load generator, side by side:
+//! (`test/performance/benchmarks/`), run locally with `wrk` as the load generator, side by side:
 //!
 //! 1. **direct**: the `hello` sample started by this benchmark on a free port;
 //! 2. **queue**: the same app as a Service (`min-scale: "1"`, containerConcurrency 0)

@@ -317,7 +317,7 @@ impl RevisionBackend {
     }
 
     fn lock_known(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Endpoint>>> {
-        self.known.lock().unwrap_or_else(|e| e.into_inner())
+        wisp_sync::lock(&self.known)
     }
 
     /// Brings the replica set in line with what the platform reports. A replica keeps its

@@ -2,7 +2,7 @@
 //!
 //! In Knative the activator sits in the request path while a revision has no ready pod (or
 //! too little spare capacity): it buffers requests, pokes the autoscaler, and load-balances
-//! over the pods by capacity as they become ready (reference §8). wisp runs it in-process:
+//! over the pods by capacity as they become ready (`pkg/activator/`). wisp runs it in-process:
 //! every request passes through [`RevisionBackend::serve`], which follows the KPA's routing
 //! mode (read per request through an [`InPath`] closure) — in Proxy mode it throttles by
 //! capacity (requests wait here for a replica with a free slot), in Serve mode it goes

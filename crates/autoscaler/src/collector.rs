@@ -1,4 +1,4 @@
-//! The metric collector (reference §9.2, Knative's `pkg/autoscaler/metrics/collector.go` and
+//! The metric collector (Knative's `pkg/autoscaler/metrics/collector.go` and
 //! `stats_scraper.go`): per revision, the [`MetricWindows`] the decider reads, fed once a
 //! second with the revision's total of its scaling metric.
 //!

@@ -16,7 +16,8 @@
 //! Start reading at [`runner`], then a reconciler: [`configuration`] (pure builders in
 //! `configuration/resources.rs`) and [`revision`]. Shared helpers: [`conditions`] (Knative's
 //! living condition set), [`names`] (child names, label keys), [`objects`] (typed store
-//! access, owner references), and [`testing`] (a fake platform and fixtures).
+//! access, owner references), and `testing` (a fake platform and fixtures; the `testing`
+//! feature).
 
 pub mod autoscaling;
 pub mod conditions;
@@ -27,11 +28,15 @@ pub mod objects;
 pub mod queue;
 pub mod reconciler;
 pub mod revision;
-pub mod routing;
+/// The routing table the route reconciler publishes (defined in `wisp-api`, which the
+/// ingress reads it from).
+pub use wisp_api::routing;
 pub mod runner;
+// A fake platform and fixtures for tests: compiled for this crate's tests and, through the
+// `testing` feature, for a dependent's tests; never into `wisp serve`.
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-// Written by the routes engineer.
 pub mod gc;
 pub mod labeler;
 pub mod route;

@@ -12,7 +12,7 @@ const MD5_LEN: usize = 32;
 /// How much of the parent is kept when the hash has to be spliced in.
 const HEAD: usize = LONGEST - MD5_LEN;
 
-/// Labels set by the controllers (reference §3.2).
+/// Labels set by the controllers (Knative's `pkg/apis/serving/register.go`).
 pub mod label {
     pub const SERVICE: &str = "serving.knative.dev/service";
     pub const SERVICE_UID: &str = "serving.knative.dev/serviceUID";
@@ -28,14 +28,14 @@ pub mod label {
     pub const VISIBILITY: &str = "networking.knative.dev/visibility";
 }
 
-/// Annotations set or read by the controllers (reference §3.2).
+/// Annotations set or read by the controllers (Knative's `pkg/apis/serving/register.go`).
 pub mod annotation {
     pub const CREATOR: &str = "serving.knative.dev/creator";
     pub const LAST_MODIFIER: &str = "serving.knative.dev/lastModifier";
     /// Comma-sorted names of the routes referencing a configuration or revision.
     pub const ROUTES: &str = "serving.knative.dev/routes";
     pub const ROUTING_STATE_MODIFIED: &str = "serving.knative.dev/routingStateModified";
-    pub const PROGRESS_DEADLINE: &str = "serving.knative.dev/progress-deadline";
+    pub const PROGRESS_DEADLINE: &str = wisp_api::annotations::serving::PROGRESS_DEADLINE.name();
     pub const NO_GC: &str = "serving.knative.dev/no-gc";
 }
 

@@ -87,7 +87,7 @@ pub trait Reconciler: Send + Sync + 'static {
     }
 }
 
-/// The store key of a kind: `services.serving.knative.dev` (what the API server uses too).
+/// The store key of a kind ([`ResourceKind::store_key`]).
 pub fn resource(kind: &ResourceKind) -> String {
-    format!("{}.{}", kind.plural, kind.group)
+    kind.store_key()
 }

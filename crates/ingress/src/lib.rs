@@ -26,7 +26,7 @@ use std::{future::Future, net::SocketAddr, sync::Arc};
 use arc_swap::ArcSwap;
 use hyper::{Request, Response, StatusCode, body::Incoming};
 use wisp_activator::{Backends, RevisionBackend};
-use wisp_controller::routing::{HostRoute, RevisionTarget, RoutingTable, Visibility};
+use wisp_api::routing::{HostRoute, RevisionTarget, RoutingTable, Visibility};
 use wisp_net::{Body, ForwardContext, text_response};
 
 /// The header selecting a tag's targets when tag-header routing is enabled.

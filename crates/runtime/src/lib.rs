@@ -1,6 +1,6 @@
 //! The `Platform` seam: how wisp runs a revision's replicas, whatever runs them.
 //!
-//! The revision reconciler (and later the autoscaler, through it) only ever says "this
+//! The revision reconciler (with the count the autoscaler publishes) only ever says "this
 //! revision should have N replicas" ([`Platform::scale`]) and reads back what exists
 //! ([`Platform::replicas`]); the platform converges in the background and announces every
 //! change on [`Platform::changes`]. The embedded default is [`process::ProcessPlatform`]:

@@ -111,11 +111,11 @@ impl Scaling {
 
     /// The collector (locked briefly: never across an `.await`).
     pub fn collector(&self) -> MutexGuard<'_, Collector<RevisionKey>> {
-        self.collector.lock().unwrap_or_else(|e| e.into_inner())
+        wisp_sync::lock(&self.collector)
     }
 
     fn poked_set(&self) -> MutexGuard<'_, HashSet<RevisionKey>> {
-        self.poked.lock().unwrap_or_else(|e| e.into_inner())
+        wisp_sync::lock(&self.poked)
     }
 
     /// Records one second's report of a revision at `now` (see

@@ -52,7 +52,7 @@ use std::{
     net::{Ipv4Addr, SocketAddr, TcpListener},
     path::{Path, PathBuf},
     pin::Pin,
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
@@ -187,10 +187,7 @@ impl ReplicaEntry {
     }
 }
 
-/// Locks a mutex, ignoring poisoning: every critical section leaves the data consistent.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
+pub(crate) use wisp_sync::lock;
 
 /// Why a revision cannot run here, if it cannot.
 fn failure(c: &Container) -> Option<Failure> {
