@@ -35,13 +35,15 @@
 pub mod aggregation;
 pub mod collector;
 pub mod decider;
+pub mod link;
 pub mod scaler;
 pub mod simulate;
 pub mod targets;
 
 pub use aggregation::{Aggregation, Buckets, MaxTimeWindow, MetricWindows};
-pub use collector::{ActivatorStat, Collector, PodStat, Sample, observed_value};
+pub use collector::{ActivatorReport, ActivatorStat, Collector, PodStat, Sample, observed_value};
 pub use decider::{Autoscaler, Decider, Decision, PanicState, num_activators};
+pub use link::{ActivatorLink, RoutingMode};
 pub use scaler::{ActiveState, ScaleInput, ScaleResult, Scaler};
 pub use simulate::{SimOptions, SimRow, Simulation, Trace, TraceError, simulate};
 pub use targets::{DeciderSpec, Metric, SpecError};

@@ -24,10 +24,10 @@ pub mod split;
 use std::{future::Future, net::SocketAddr, sync::Arc};
 
 use arc_swap::ArcSwap;
-use hyper::{Request, Response, StatusCode, body::Incoming};
+use hyper::{Request, Response, body::Incoming};
 use wisp_activator::{Backends, RevisionBackend};
 use wisp_api::routing::{HostRoute, RevisionTarget, RoutingTable, Visibility};
-use wisp_net::{Body, ForwardContext, text_response};
+use wisp_net::{Body, ForwardContext, Synthetic};
 
 /// The header selecting a tag's targets when tag-header routing is enabled.
 pub const TAG_HEADER: &str = "knative-serving-tag";
@@ -149,27 +149,18 @@ enum Unrouted {
 impl Unrouted {
     fn answer(self) -> Response<Body> {
         match self {
-            Unrouted::BadHost(host::HostError::Missing) => {
-                text_response(StatusCode::BAD_REQUEST, "missing Host header\n")
-            }
-            Unrouted::BadHost(host::HostError::Invalid) => {
-                text_response(StatusCode::BAD_REQUEST, "invalid Host header\n")
-            }
-            Unrouted::UnknownHost(host) => text_response(
-                StatusCode::NOT_FOUND,
-                &format!("no route for host {host:?}\n"),
-            ),
-            Unrouted::NoTargets(host) => text_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("route for host {host:?} has no traffic targets\n"),
-            ),
+            Unrouted::BadHost(host::HostError::Missing) => Synthetic::MissingHost.response(),
+            Unrouted::BadHost(host::HostError::Invalid) => Synthetic::InvalidHost.response(),
+            Unrouted::UnknownHost(host) => Synthetic::UnknownHost(&host).response(),
+            Unrouted::NoTargets(host) => Synthetic::NoTargets(&host).response(),
             Unrouted::NotAvailable {
                 namespace,
                 revision,
-            } => text_response(
-                StatusCode::SERVICE_UNAVAILABLE,
-                &format!("revision \"{namespace}/{revision}\" is not available yet\n"),
-            ),
+            } => Synthetic::RevisionNotAvailable {
+                namespace: &namespace,
+                revision: &revision,
+            }
+            .response(),
         }
     }
 }
