@@ -78,15 +78,9 @@ impl ProtocolType {
 /// Facts about a revision that the controllers, the runtime and the data plane all need,
 /// decided once here.
 impl Revision {
-    /// The serving container: the one declaring a port, else the first. Validation allows
-    /// exactly one container with a port when there are several (Knative's
-    /// `validateContainersPorts`), so this is the one the requests go to.
+    /// The serving container ([`PodSpec::serving_container`]).
     pub fn serving_container(&self) -> Option<&Container> {
-        let containers = &self.spec.pod.containers;
-        containers
-            .iter()
-            .find(|c| !c.ports.is_empty())
-            .or_else(|| containers.first())
+        self.spec.pod.serving_container()
     }
 
     /// The protocol of the serving port, from its name (Knative's `RevisionSpec.GetProtocol`
@@ -199,6 +193,19 @@ pub struct PodSpec {
     /// (`affinity`, `nodeSelector`, `restartPolicy`, …).
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+impl PodSpec {
+    /// The serving container: the one declaring a port, else the first. Validation allows
+    /// exactly one container with a port when there are several (Knative's
+    /// `validateContainersPorts`), so this is the one the requests go to; the others are
+    /// sidecars.
+    pub fn serving_container(&self) -> Option<&Container> {
+        self.containers
+            .iter()
+            .find(|c| !c.ports.is_empty())
+            .or_else(|| self.containers.first())
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

@@ -77,6 +77,8 @@ pub fn progress_deadline(rev: &Revision, cfg: &Config) -> Duration {
 
 /// What the platform needs to run the revision; None if it has no container.
 pub fn replica_spec(rev: &Revision, cfg: &Config) -> Option<ReplicaSpec> {
+    // Nothing to run without a container (validation requires one).
+    rev.serving_container()?;
     let m = &rev.metadata;
     Some(ReplicaSpec {
         key: RevisionKey::new(&m.namespace, &m.name),
@@ -87,7 +89,7 @@ pub fn replica_spec(rev: &Revision, cfg: &Config) -> Option<ReplicaSpec> {
             .cloned()
             .unwrap_or_default(),
         service: m.labels.get(label::SERVICE).cloned().unwrap_or_default(),
-        container: rev.serving_container()?.clone(),
+        pod: rev.spec.pod.clone(),
         grace_period: rev.timeout(&cfg.defaults),
     })
 }
@@ -371,9 +373,11 @@ mod tests {
         assert_eq!(spec.configuration, "hello");
         assert_eq!(spec.service, "svc");
         assert_eq!(
-            spec.container.name, "user-container",
+            spec.serving_container().map(|c| c.name.as_str()),
+            Some("user-container"),
             "the container with a port serves"
         );
+        assert_eq!(spec.pod.containers.len(), 2, "the sidecar travels along");
         assert_eq!(spec.grace_period, Duration::from_secs(300));
         r.spec.timeout_seconds = Some(30);
         r.metadata.labels.remove(label::SERVICE);
