@@ -318,4 +318,60 @@ mod tests {
             ["hello-00003"]
         );
     }
+
+    /// The request's future is boxed once and every byte of it is copied when it is built
+    /// and touched on each poll, so docs/architecture.md promises it stays small (about
+    /// 2.3 KiB in a release build). This pins it: a change that grows it fails here, and
+    /// the bound moves only on purpose (with the doc).
+    #[tokio::test]
+    async fn the_per_request_future_stays_small() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        use wisp_autoscaler::{ActivatorLink, RoutingMode};
+        use wisp_runtime::RevisionKey;
+
+        /// The documented "about 2.3 KiB", with a little room (measured in the test build:
+        /// 2,232 bytes).
+        const BOUND: usize = 2400;
+
+        struct NoKpa;
+        impl ActivatorLink<RevisionKey> for NoKpa {
+            fn poke(&self, _: &RevisionKey) {}
+            fn mode(&self, _: &RevisionKey) -> RoutingMode {
+                RoutingMode::Serve
+            }
+        }
+        let ingress = Arc::new(Ingress {
+            routing: Arc::default(),
+            backends: Backends::new(1, Arc::new(NoKpa)),
+            tag_header_routing: false,
+        });
+        let size = Arc::new(AtomicUsize::new(0));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let seen = size.clone();
+        tokio::spawn(wisp_net::serve(
+            listener,
+            wisp_net::ServerOptions::default(),
+            move |req, peer: SocketAddr| {
+                // The type fixes the size, whichever way this request is answered.
+                let fut = ingress.handle(req, peer, Visibility::External);
+                seen.store(std::mem::size_of_val(&fut), Ordering::SeqCst);
+                fut
+            },
+            std::future::pending(),
+        ));
+        let mut conn = tokio::net::TcpStream::connect(addr).await.unwrap();
+        conn.write_all(b"GET / HTTP/1.1\r\nHost: nowhere.example\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut answer = String::new();
+        conn.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 404"), "{answer}");
+        let size = size.load(Ordering::SeqCst);
+        assert!(
+            size > 0 && size <= BOUND,
+            "the per-request future is {size} bytes (bound {BOUND})"
+        );
+    }
 }
