@@ -23,24 +23,25 @@ pub mod autoscaling;
 pub mod conditions;
 pub mod configuration;
 pub mod executor;
+pub mod gc;
+pub mod labeler;
 pub mod names;
 pub mod objects;
 pub mod queue;
 pub mod reconciler;
 pub mod revision;
-/// The routing table the route reconciler publishes (defined in `wisp-api`, which the
-/// ingress reads it from).
-pub use wisp_api::routing;
+pub mod route;
 pub mod runner;
+pub mod service;
+
 // A fake platform and fixtures for tests: compiled for this crate's tests and, through the
 // `testing` feature, for a dependent's tests; never into `wisp serve`.
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 
-pub mod gc;
-pub mod labeler;
-pub mod route;
-pub mod service;
+/// The routing table the route reconciler publishes (defined in `wisp-api`, which the
+/// ingress reads it from).
+pub use wisp_api::routing;
 
 pub use autoscaling::{PodAutoscalerReconciler, Scaling};
 pub use reconciler::{Action, Context, ReconcileError, Reconciler};
