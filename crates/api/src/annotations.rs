@@ -110,6 +110,15 @@ pub mod serving {
         "serving.knative.dev/rollout-duration",
         "serving.knative.dev/rolloutDuration",
     ]);
+    /// Who created / last changed an object: set by the API server, never by a user.
+    pub const CREATOR: &str = "serving.knative.dev/creator";
+    pub const LAST_MODIFIER: &str = "serving.knative.dev/lastModifier";
+    /// Comma-sorted names of the routes referencing a configuration or revision.
+    pub const ROUTES: &str = "serving.knative.dev/routes";
+    pub const ROUTING_STATE_MODIFIED: &str = "serving.knative.dev/routingStateModified";
+    /// `true` keeps a revision from garbage collection.
+    pub const NO_GC: &str = "serving.knative.dev/no-gc";
+
     /// How long a revision may take to reach its initial scale.
     pub const PROGRESS_DEADLINE: Key = Key(&["serving.knative.dev/progress-deadline"]);
 

@@ -14,6 +14,7 @@ pub mod defaults;
 pub mod duration;
 pub mod field_error;
 pub mod kinds;
+pub mod labels;
 pub mod meta;
 pub mod routing;
 pub mod serving;

@@ -16,7 +16,7 @@ use axum::{
 use futures_util::StreamExt;
 use serde_json::json;
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
-use wisp_api::kinds;
+use wisp_api::{kinds, labels};
 use wisp_runtime::{LogLine, RevisionKey};
 use wisp_store::LabelSelector;
 
@@ -73,8 +73,7 @@ pub async fn logs(
                     store
                         .get(&res, &ns2, &name2)?
                         .ok_or_else(|| ApiError::not_found(&res, &name2))?;
-                    let sel =
-                        LabelSelector::parse(&format!("serving.knative.dev/service={name2}"))?;
+                    let sel = LabelSelector::parse(&format!("{}={name2}", labels::SERVICE))?;
                     let (revs, _) =
                         store.list(&kinds::REVISION.store_key(), Some(&ns2), Some(&sel))?;
                     Ok(revs

@@ -16,8 +16,8 @@ use super::{GlobalArgs, Outcome, kind_of_document, obj};
 
 /// Annotations the server owns; apply keeps the stored values.
 pub const PRESERVED_ANNOTATIONS: [&str; 2] = [
-    "serving.knative.dev/creator",
-    "serving.knative.dev/lastModifier",
+    wisp_api::annotations::serving::CREATOR,
+    wisp_api::annotations::serving::LAST_MODIFIER,
 ];
 
 /// How many times apply re-reads and retries after a 409 Conflict.

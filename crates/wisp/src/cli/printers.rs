@@ -179,8 +179,8 @@ pub fn kind_cells(kind: &ResourceKind, o: &Value) -> Vec<String> {
             reason,
         ],
         "Revision" => vec![
-            label(o, "serving.knative.dev/configuration"),
-            label(o, "serving.knative.dev/configurationGeneration"),
+            label(o, wisp_api::labels::CONFIGURATION),
+            label(o, wisp_api::labels::CONFIGURATION_GENERATION),
             ready,
             reason,
             cell(o, "/status/actualReplicas"),

@@ -78,8 +78,8 @@ const IGNORED_MAPS: [&str; 4] = [
 
 use crate::autoscaling::{TARGET_MIN, WINDOW_MAX, WINDOW_MIN};
 
-/// The label that makes a route cluster-local regardless of config-domain.
-const VISIBILITY_LABEL: &str = "networking.knative.dev/visibility";
+// The label that makes a route cluster-local regardless of config-domain.
+use crate::labels::VISIBILITY as VISIBILITY_LABEL;
 
 impl Config {
     /// Parses the config file. Empty input (or only comments) gives [`Config::default`];
