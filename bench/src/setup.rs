@@ -113,6 +113,21 @@ impl From<Spawned> for Msg {
     }
 }
 
+/// The head of a results file of a run under load: title, date, machine, the load average
+/// at the start (`load_start`, from [`procfs::loadavg`](crate::procfs::loadavg)) and now,
+/// how the binaries were built, and the command line.
+pub fn results_header(title: &str, load_start: &str) -> String {
+    let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
+    format!(
+        "# {title}\n\n- Date: {date}\n- Machine: {}\n- Load average (1/5/15 min) at the start: \
+         {load_start}, at the end: {}\n- Build: `cargo build --release -p wisp -p wisp-samples \
+         -p wisp-bench`\n- Command: `{}`\n",
+        crate::machine(),
+        crate::procfs::loadavg(),
+        crate::command_line()
+    )
+}
+
 /// Prints the results and, unless `no_write`, writes them to `out` too.
 pub fn write_results(out: &str, path: &Path, no_write: bool) -> anyhow::Result<()> {
     print!("{out}");

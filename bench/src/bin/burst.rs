@@ -659,17 +659,7 @@ fn render(
         ]);
     }
 
-    let mut out = String::new();
-    let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
-    out += "# Burst: stepped load on services at zero\n\n";
-    out += &format!("- Date: {date}\n");
-    out += &format!("- Machine: {}\n", wisp_bench::machine());
-    out += &format!(
-        "- Load average (1/5/15 min) at the start: {load_start}, at the end: {}\n",
-        procfs::loadavg()
-    );
-    out += "- Build: `cargo build --release -p wisp -p wisp-samples -p wisp-bench`\n";
-    out += &format!("- Command: `{}`\n", wisp_bench::command_line());
+    let mut out = setup::results_header("Burst: stepped load on services at zero", load_start);
     out += &format!(
         "- App: `{app}`, requests `GET {}`; every service starts at zero \
          (`initial-scale: \"0\"`), containerConcurrency 0\n",

@@ -687,17 +687,7 @@ fn render(
         ]);
     }
 
-    let mut out = String::new();
-    let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
-    out += "# Scale from zero\n\n";
-    out += &format!("- Date: {date}\n");
-    out += &format!("- Machine: {}\n", wisp_bench::machine());
-    out += &format!(
-        "- Load average (1/5/15 min) at the start: {load_start}, at the end: {}\n",
-        procfs::loadavg()
-    );
-    out += "- Build: `cargo build --release -p wisp -p wisp-samples -p wisp-bench`\n";
-    out += &format!("- Command: `{}`\n", wisp_bench::command_line());
+    let mut out = setup::results_header("Scale from zero", load_start);
     out += &format!(
         "- App: `{app}`; every service has `autoscaling.knative.dev/initial-scale: \"0\"`\n"
     );
