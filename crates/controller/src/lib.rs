@@ -6,7 +6,7 @@
 //! differs, and reports status back. The [`runner`] watches the store's event log and the
 //! platform's replica changes, turns every change into keys (the object's own, its owners',
 //! and whatever a reconciler declares it [`watches`](reconciler::Reconciler::watches)), and
-//! feeds them through a Kubernetes-style work [`queue`] (dedupe, one worker per key at a
+//! feeds them through a Kubernetes-style [`workqueue`] (dedupe, one worker per key at a
 //! time, exponential back-off) to the reconcilers.
 //!
 //! The chain: Service → Configuration + Route; Configuration → Revision (immutable, one per
@@ -27,12 +27,12 @@ pub mod gc;
 pub mod labeler;
 pub mod names;
 pub mod objects;
-pub mod queue;
 pub mod reconciler;
 pub mod revision;
 pub mod route;
 pub mod runner;
 pub mod service;
+pub mod workqueue;
 
 // A fake platform and fixtures for tests: compiled for this crate's tests and, through the
 // `testing` feature, for a dependent's tests; never into `wisp serve`.

@@ -45,8 +45,8 @@ use wisp_store::{StoreError, WatchEvent};
 use crate::{
     executor::{Executor, Outcome},
     names::label,
-    queue::WorkQueue,
     reconciler::{Action, Context, ReconcileError, Reconciler, resource},
+    workqueue::WorkQueue,
 };
 
 /// How often everything is re-queued even without changes.
