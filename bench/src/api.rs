@@ -23,6 +23,8 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The API group/version of Knative Serving's resources.
 pub const SERVING: &str = "serving.knative.dev/v1";
+/// The PodAutoscaler's group/version.
+pub const AUTOSCALING: &str = "autoscaling.internal.knative.dev/v1alpha1";
 
 /// A client for one server: base URL and bearer token. Cheap to clone and shareable
 /// between threads (connections are pooled).

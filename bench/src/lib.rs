@@ -8,6 +8,7 @@
 //! - [`stats`]: percentiles and Markdown output.
 //! - [`rate`]: an open-loop fixed-rate HTTP load generator, and timed single requests.
 //! - [`load`]: `wrk` runs, CPU time from `/proc`, the app started directly.
+//! - [`setup`]: the start-up every binary shares (binaries, config, watches, results).
 //! - [`reference`]: other reverse proxies (nginx; hyper with nothing else) in front of
 //!   the same app, as yardsticks.
 //!
@@ -19,6 +20,7 @@ pub mod procfs;
 pub mod rate;
 pub mod reference;
 pub mod server;
+pub mod setup;
 pub mod stats;
 
 use std::path::PathBuf;

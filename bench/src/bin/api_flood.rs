@@ -201,10 +201,7 @@ fn run_level(
                 // A hostile client runs on its own machine: here it shares two CPUs with
                 // wisp and the probes, so it runs at the lowest priority to leave them the
                 // CPU it would not take from them elsewhere.
-                let _ = rustix::process::setpriority_process(
-                    Some(rustix::thread::gettid()),
-                    19,
-                );
+                let _ = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19);
                 let http = reqwest::blocking::Client::builder()
                     .timeout(Duration::from_secs(30))
                     .build()

@@ -38,12 +38,12 @@ use wisp_bench::{
     procfs,
     rate::{self, Outcome, Run, Step, Target},
     server::{self, Server},
+    setup,
     stats::{Table, ms},
 };
 
 const NAMESPACE: &str = "default";
 const SERVICE_LABEL: &str = "serving.knative.dev/service";
-const AUTOSCALING: &str = "autoscaling.internal.knative.dev/v1alpha1";
 /// The handler's own latency (`?sleep=100`) plus what we allow on top of it.
 const HANDLER: Duration = Duration::from_millis(100);
 const ALLOWANCE: Duration = Duration::from_millis(15);
@@ -456,46 +456,20 @@ fn main() -> anyhow::Result<()> {
     let load_start = procfs::loadavg();
     let steps = rate::parse_steps(&args.steps)?;
     let specs = parse_services(&args.services)?;
-    let wisp = match &args.wisp {
-        Some(p) => p.clone(),
-        None => wisp_bench::sibling_binary("wisp")?,
-    };
-    let app = match &args.app {
-        Some(p) => std::path::absolute(p)?,
-        None => wisp_bench::sibling_binary("autoscale")?,
-    };
-    let app = app.to_str().context("app path is not UTF-8")?.to_string();
+    let (wisp, app) = setup::binaries(args.wisp.as_deref(), args.app.as_deref(), "autoscale")?;
 
-    let config_dir = tempfile::tempdir()?;
-    let config_path = config_dir.path().join("config.yaml");
     let config = format!(
         "config-autoscaler:\n  allow-zero-initial-scale: \"true\"\n  stable-window: {}\n",
         args.stable_window
     );
-    std::fs::write(&config_path, &config)?;
-    let mut opts = server::Options::new(wisp);
-    opts.config = Some(config_path);
-    let server = Server::start_waiting(&opts, Duration::from_secs(args.start_wait))?;
-    let ingress = server.ingress_addr(Duration::from_secs(5))?;
-    eprintln!(
-        "wisp serve pid {} at {}, ingress {ingress} (data dir {})",
-        server.pid(),
-        server.api().base(),
-        server.data_dir().display()
-    );
+    let (server, ingress, _config_dir) =
+        setup::start_with_config(wisp, &config, Duration::from_secs(args.start_wait))?;
     let api = server.api().clone();
 
     // Watches feed the state from a thread of their own for the whole run.
     let (tx, rx) = mpsc::channel::<Event>();
     let rv = api.resource_version(SERVING, "services")?;
-    let mut watches = Vec::new();
-    for plural in ["services", "revisions"] {
-        watches.push(api.watch(SERVING, plural, rv, tx.clone())?);
-    }
-    match api.watch(AUTOSCALING, "podautoscalers", rv, tx.clone()) {
-        Ok(w) => watches.push(w),
-        Err(e) => eprintln!("not watching PodAutoscalers: {e:#}"),
-    }
+    let watches = setup::watch(&api, rv, &["services", "revisions"], true, &tx)?;
     drop(tx);
     let state = Arc::new(Mutex::new(State::default()));
     let pump = {
@@ -685,17 +659,7 @@ fn render(
         ]);
     }
 
-    let mut out = String::new();
-    let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
-    out += "# Burst: stepped load on services at zero\n\n";
-    out += &format!("- Date: {date}\n");
-    out += &format!("- Machine: {}\n", wisp_bench::machine());
-    out += &format!(
-        "- Load average (1/5/15 min) at the start: {load_start}, at the end: {}\n",
-        procfs::loadavg()
-    );
-    out += "- Build: `cargo build --release -p wisp -p wisp-samples -p wisp-bench`\n";
-    out += &format!("- Command: `{}`\n", wisp_bench::command_line());
+    let mut out = setup::results_header("Burst: stepped load on services at zero", load_start);
     out += &format!(
         "- App: `{app}`, requests `GET {}`; every service starts at zero \
          (`initial-scale: \"0\"`), containerConcurrency 0\n",

@@ -1,5 +1,5 @@
 //! Data-plane overhead of wisp, after Knative's `test/performance/benchmarks/dataplane-probe`
-//! (reference §13), run locally with `wrk` as the load generator, side by side:
+//! (`test/performance/benchmarks/`), run locally with `wrk` as the load generator, side by side:
 //!
 //! 1. **direct**: the `hello` sample started by this benchmark on a free port;
 //! 2. **queue**: the same app as a Service (`min-scale: "1"`, containerConcurrency 0)
@@ -38,6 +38,7 @@ use wisp_bench::{
     procfs::{self, Memory, Mib},
     reference::ReferenceProxy,
     server::{self, Server, StopReport},
+    setup,
     stats::Table,
 };
 
@@ -383,18 +384,8 @@ fn verdict(ok: bool) -> &'static str {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let wrk = load::find_wrk()?;
-    let wisp = match &args.wisp {
-        Some(p) => p.clone(),
-        None => wisp_bench::sibling_binary("wisp")?,
-    };
-    let app_path = match &args.app {
-        Some(p) => std::path::absolute(p)?,
-        None => wisp_bench::sibling_binary("hello")?,
-    };
-    let app = app_path
-        .to_str()
-        .context("app path is not UTF-8")?
-        .to_string();
+    let (wisp, app) = setup::binaries(args.wisp.as_deref(), args.app.as_deref(), "hello")?;
+    let app_path = std::path::PathBuf::from(&app);
     let timeout = Duration::from_secs(args.timeout);
     let duration = Duration::from_secs(args.duration.max(1));
 
@@ -436,12 +427,7 @@ fn main() -> anyhow::Result<()> {
     opts.config = Some(write_config(cfg_dir.path())?);
     let server = Server::start(&opts)?;
     let ingress = server.ingress_addr(Duration::from_secs(10))?;
-    eprintln!(
-        "wisp serve pid {} (API {}, ingress {ingress}, data dir {})",
-        server.pid(),
-        server.api().base(),
-        server.data_dir().display()
-    );
+    setup::announce(&server, Some(ingress));
     let api = server.api().clone();
     api.create(
         "services",
@@ -917,15 +903,7 @@ fn main() -> anyhow::Result<()> {
         stop.leftovers
     );
 
-    print!("{out}");
-    if !args.no_write {
-        if let Some(dir) = args.out.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(&args.out, &out)
-            .with_context(|| format!("writing {}", args.out.display()))?;
-        eprintln!("wrote {}", args.out.display());
-    }
+    setup::write_results(&out, &args.out, args.no_write)?;
     let unclean = std::iter::once(&stop)
         .chain(mem_points.iter().map(|p| &p.stop))
         .any(|s| s.leftovers > 0 || s.killed);

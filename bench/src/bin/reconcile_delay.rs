@@ -28,8 +28,9 @@ use serde_json::{Value, json};
 use wisp_bench::{
     api::{self, Api, Event, SERVING},
     load,
-    procfs::{self, Memory, Mib, Spawned},
+    procfs::{self, Memory, Mib},
     server::{self, Server},
+    setup::{self, Msg},
     stats::{Summary, Table, ms},
 };
 
@@ -141,24 +142,6 @@ impl Stage {
             _ => return None,
         };
         Some((stage, svc.to_string()))
-    }
-}
-
-/// Everything the collector hears about.
-enum Msg {
-    Watch(Event),
-    Spawn(Spawned),
-}
-
-impl From<Event> for Msg {
-    fn from(e: Event) -> Msg {
-        Msg::Watch(e)
-    }
-}
-
-impl From<Spawned> for Msg {
-    fn from(s: Spawned) -> Msg {
-        Msg::Spawn(s)
     }
 }
 
@@ -397,26 +380,13 @@ fn verdict(ok: bool) -> &'static str {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let wisp = match &args.wisp {
-        Some(p) => p.clone(),
-        None => wisp_bench::sibling_binary("wisp")?,
-    };
-    let app = match &args.app {
-        Some(p) => std::path::absolute(p)?,
-        None => wisp_bench::sibling_binary("hello")?,
-    };
-    let app = app.to_str().context("app path is not UTF-8")?.to_string();
+    let (wisp, app) = setup::binaries(args.wisp.as_deref(), args.app.as_deref(), "hello")?;
     let timeout = Duration::from_secs(args.timeout);
 
     let mut opts = server::Options::new(wisp);
     opts.config = args.config.clone();
     let server = Server::start(&opts)?;
-    eprintln!(
-        "wisp serve pid {} at {} (data dir {})",
-        server.pid(),
-        server.api().base(),
-        server.data_dir().display()
-    );
+    setup::announce(&server, None);
     let api = server.api().clone();
     std::thread::sleep(Duration::from_millis(500));
     let mem_start = Memory::read(server.pid())?;
@@ -425,10 +395,13 @@ fn main() -> anyhow::Result<()> {
     let (tx, rx) = mpsc::channel::<Msg>();
     let rv = api.resource_version(SERVING, "services")?;
     let watch_for = Duration::from_secs(args.timeout * 3 + args.idle + 60);
-    let mut watches = Vec::new();
-    for plural in ["services", "configurations", "revisions", "routes"] {
-        watches.push(api.watch(SERVING, plural, rv, tx.clone())?);
-    }
+    let watches = setup::watch(
+        &api,
+        rv,
+        &["services", "configurations", "revisions", "routes"],
+        false,
+        &tx,
+    )?;
     let stop_tracing = Arc::new(AtomicBool::new(false));
     if args.trace_spawns {
         procfs::trace_children(
@@ -647,15 +620,7 @@ fn main() -> anyhow::Result<()> {
         ms(teardown),
     );
 
-    print!("{out}");
-    if !args.no_write {
-        if let Some(dir) = args.out.parent() {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(&args.out, &out)
-            .with_context(|| format!("writing {}", args.out.display()))?;
-        eprintln!("wrote {}", args.out.display());
-    }
+    setup::write_results(&out, &args.out, args.no_write)?;
     if stop.leftovers > 0 || stop.killed {
         bail!("wisp did not shut down cleanly");
     }

@@ -32,16 +32,16 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use serde_json::{Value, json};
 use wisp_bench::{
-    api::{self, Api, Event, SERVING},
-    procfs::{self, Spawned},
+    api::{self, Api, SERVING},
+    procfs,
     rate::{self, Target},
     server::{self, Server},
+    setup::{self, Msg},
     stats::{Summary, Table, ms},
 };
 
 const NAMESPACE: &str = "default";
 const SERVICE_LABEL: &str = "serving.knative.dev/service";
-const AUTOSCALING: &str = "autoscaling.internal.knative.dev/v1alpha1";
 const EXPECTED_BODY: &str = "Hello World!\n";
 
 #[derive(Debug, Parser)]
@@ -107,24 +107,6 @@ fn our_target(n: usize) -> Option<Duration> {
         1 => Some(Duration::from_millis(50)),
         100 => Some(Duration::from_secs(1)),
         _ => None,
-    }
-}
-
-/// Everything the collector hears about.
-enum Msg {
-    Watch(Event),
-    Spawn(Spawned),
-}
-
-impl From<Event> for Msg {
-    fn from(e: Event) -> Msg {
-        Msg::Watch(e)
-    }
-}
-
-impl From<Spawned> for Msg {
-    fn from(s: Spawned) -> Msg {
-        Msg::Spawn(s)
     }
 }
 
@@ -439,47 +421,21 @@ fn verdict(ok: bool) -> &'static str {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let load_start = procfs::loadavg();
-    let wisp = match &args.wisp {
-        Some(p) => p.clone(),
-        None => wisp_bench::sibling_binary("wisp")?,
-    };
-    let app = match &args.app {
-        Some(p) => std::path::absolute(p)?,
-        None => wisp_bench::sibling_binary("hello")?,
-    };
-    let app = app.to_str().context("app path is not UTF-8")?.to_string();
+    let (wisp, app) = setup::binaries(args.wisp.as_deref(), args.app.as_deref(), "hello")?;
     let timeout = Duration::from_secs(args.timeout);
 
-    let config_dir = tempfile::tempdir()?;
-    let config_path = config_dir.path().join("config.yaml");
     let config = format!(
         "config-autoscaler:\n  allow-zero-initial-scale: \"true\"\n  stable-window: {}\n  \
          scale-to-zero-grace-period: {}\n",
         args.stable_window, args.grace
     );
-    std::fs::write(&config_path, &config)?;
-    let mut opts = server::Options::new(wisp);
-    opts.config = Some(config_path);
-    let server = Server::start_waiting(&opts, Duration::from_secs(args.start_wait))?;
-    let ingress = server.ingress_addr(Duration::from_secs(5))?;
-    eprintln!(
-        "wisp serve pid {} at {}, ingress {ingress} (data dir {})",
-        server.pid(),
-        server.api().base(),
-        server.data_dir().display()
-    );
+    let (server, ingress, _config_dir) =
+        setup::start_with_config(wisp, &config, Duration::from_secs(args.start_wait))?;
     let api = server.api().clone();
 
     let (tx, rx) = mpsc::channel::<Msg>();
     let rv = api.resource_version(SERVING, "services")?;
-    let mut watches = Vec::new();
-    for plural in ["services", "revisions"] {
-        watches.push(api.watch(SERVING, plural, rv, tx.clone())?);
-    }
-    match api.watch(AUTOSCALING, "podautoscalers", rv, tx.clone()) {
-        Ok(w) => watches.push(w),
-        Err(e) => eprintln!("not watching PodAutoscalers: {e:#}"),
-    }
+    let watches = setup::watch(&api, rv, &["services", "revisions"], true, &tx)?;
     let stop_tracing = Arc::new(AtomicBool::new(false));
     if args.trace_spawns {
         procfs::trace_children(
@@ -731,17 +687,7 @@ fn render(
         ]);
     }
 
-    let mut out = String::new();
-    let date = chrono::Utc::now().format("%Y-%m-%d %H:%M UTC");
-    out += "# Scale from zero\n\n";
-    out += &format!("- Date: {date}\n");
-    out += &format!("- Machine: {}\n", wisp_bench::machine());
-    out += &format!(
-        "- Load average (1/5/15 min) at the start: {load_start}, at the end: {}\n",
-        procfs::loadavg()
-    );
-    out += "- Build: `cargo build --release -p wisp -p wisp-samples -p wisp-bench`\n";
-    out += &format!("- Command: `{}`\n", wisp_bench::command_line());
+    let mut out = setup::results_header("Scale from zero", load_start);
     out += &format!(
         "- App: `{app}`; every service has `autoscaling.knative.dev/initial-scale: \"0\"`\n"
     );

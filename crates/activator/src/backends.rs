@@ -9,7 +9,7 @@ use tokio::{sync::watch, time::Instant};
 use wisp_queue::{QueueConfig, Stat};
 use wisp_runtime::{ReplicaStatus, RevisionKey};
 
-use crate::backend::{InPath, Poke, RevisionBackend};
+use crate::revision_backend::{Kpa, RevisionBackend};
 
 /// Knative's activator queue depth per revision: requests waiting for a replica, or (in
 /// Proxy mode) for a free slot.
@@ -74,8 +74,7 @@ impl Stats {
 pub struct Backends {
     map: ArcSwap<Map>,
     hold_bound: usize,
-    poke: Poke,
-    in_path: InPath,
+    kpa: Kpa,
     stats: watch::Sender<Arc<Stats>>,
 }
 
@@ -90,16 +89,15 @@ impl std::fmt::Debug for Backends {
 
 impl Backends {
     /// An empty registry; each revision holds at most `hold_bound` requests while it has no
-    /// replica, and `poke` is called when a request has to wait (and once a second while
-    /// a revision has traffic, so the demand does not lapse while it is being served).
-    /// `in_path` says, per request, whether the activator is in a revision's path (the KPA's
-    /// Proxy mode): then requests also wait here for a replica with a free slot.
-    pub fn new(hold_bound: usize, poke: Poke, in_path: InPath) -> Arc<Backends> {
+    /// replica. The KPA is poked when a request has to wait (and once a second while a
+    /// revision has traffic, so the demand does not lapse while it is being served), and its
+    /// routing mode says, per request, whether the activator is in a revision's path (Proxy
+    /// mode): then requests also wait here for a replica with a free slot.
+    pub fn new(hold_bound: usize, kpa: Kpa) -> Arc<Backends> {
         Arc::new(Backends {
             map: ArcSwap::from_pointee(Map::default()),
             hold_bound: hold_bound.max(1),
-            poke,
-            in_path,
+            kpa,
             stats: watch::channel(Arc::new(Stats::default())).0,
         })
     }
@@ -136,8 +134,7 @@ impl Backends {
             key.clone(),
             cfg.clone(),
             self.hold_bound,
-            self.poke.clone(),
-            self.in_path.clone(),
+            self.kpa.clone(),
         ));
         let mut created = false;
         self.map.rcu(|old| {
@@ -199,7 +196,7 @@ impl Backends {
             let stats = self.report(Instant::now(), &mut last);
             for r in &stats.revisions {
                 if r.waiting > 0 || r.requests > 0 {
-                    (self.poke)(&r.revision);
+                    self.kpa.poke(&r.revision);
                 }
             }
             self.stats.send_replace(Arc::new(stats));

@@ -2,23 +2,25 @@
 
 use std::time::Duration;
 
-use wisp_api::{config::DefaultsConfig, serving::Revision};
+use wisp_api::{
+    config::DefaultsConfig,
+    serving::{ProtocolType, Revision},
+};
 use wisp_net::Protocol;
 use wisp_queue::QueueConfig;
 
 /// `containerConcurrency`, the three timeouts (unset or 0 falls back to config-defaults,
-/// as the webhook would have defaulted them), and the protocol: a serving container port
-/// named `h2c` ⇒ HTTP/2 cleartext, anything else ⇒ HTTP/1.1 (reference §6.1).
+/// as the webhook would have defaulted them) and the protocol of the serving port.
 pub fn queue_config(rev: &Revision, defaults: &DefaultsConfig) -> QueueConfig {
     let spec = &rev.spec;
-    let secs = |s: i64| Duration::from_secs(s.max(0).unsigned_abs());
-    let timeout = spec
-        .timeout_seconds
-        .filter(|t| *t > 0)
-        .unwrap_or(defaults.revision_timeout_seconds);
+    let timeout = rev.timeout(defaults);
+    // The response-start and idle timeouts are off when 0, and when not below the overall
+    // timeout (they could never fire).
     let optional = |v: Option<i64>, default: i64| {
         let s = v.unwrap_or(default);
-        (s > 0).then(|| secs(s))
+        (s > 0)
+            .then(|| Duration::from_secs(s.unsigned_abs()))
+            .filter(|d| *d < timeout)
     };
     QueueConfig {
         container_concurrency: u32::try_from(
@@ -27,34 +29,24 @@ pub fn queue_config(rev: &Revision, defaults: &DefaultsConfig) -> QueueConfig {
                 .max(0),
         )
         .unwrap_or(u32::MAX),
-        timeout: secs(timeout),
+        timeout,
         response_start_timeout: optional(
             spec.response_start_timeout_seconds,
             defaults.revision_response_start_timeout_seconds,
-        )
-        .filter(|d| *d < secs(timeout)),
+        ),
         idle_timeout: optional(
             spec.idle_timeout_seconds,
             defaults.revision_idle_timeout_seconds,
-        )
-        .filter(|d| *d < secs(timeout)),
+        ),
         protocol: protocol(rev),
     }
 }
 
-/// The revision's protocol, from the serving container's port name.
+/// The revision's data-plane protocol ([`Revision::protocol`]).
 pub fn protocol(rev: &Revision) -> Protocol {
-    let containers = &rev.spec.pod.containers;
-    let serving = containers
-        .iter()
-        .find(|c| !c.ports.is_empty())
-        .or_else(|| containers.first());
-    match serving
-        .and_then(|c| c.ports.first())
-        .map(|p| p.name.as_str())
-    {
-        Some("h2c") => Protocol::H2c,
-        _ => Protocol::Http1,
+    match rev.protocol() {
+        ProtocolType::H2c => Protocol::H2c,
+        ProtocolType::Http1 => Protocol::Http1,
     }
 }
 

@@ -1,6 +1,6 @@
 //! The activator's hold queue for one revision: requests wait here while the revision has
 //! no replica to send them to, or — with the activator in the path (Proxy mode) and
-//! containerConcurrency ≥ 1 — while every replica is at capacity (reference §8: queue depth
+//! containerConcurrency ≥ 1 — while every replica is at capacity (Knative's `pkg/activator/net/throttler.go`: queue depth
 //! 10 000 per revision, 503 when full, 504 `activator request timeout` at the revision's
 //! timeout).
 //!
@@ -173,7 +173,7 @@ impl Hold {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<oneshot::Sender<Wake>>> {
-        self.queue.lock().unwrap_or_else(|e| e.into_inner())
+        wisp_sync::lock(&self.queue)
     }
 }
 

@@ -1,4 +1,4 @@
-//! Load-balancing policies by containerConcurrency (reference §8, Knative's
+//! Load-balancing policies by containerConcurrency (Knative's
 //! `pkg/activator/net/lb_policy.go`):
 //!
 //! - CC = 0: **random choice of two** — two distinct random replicas, the one with fewer

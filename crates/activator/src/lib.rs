@@ -2,9 +2,10 @@
 //!
 //! In Knative the activator sits in the request path while a revision has no ready pod (or
 //! too little spare capacity): it buffers requests, pokes the autoscaler, and load-balances
-//! over the pods by capacity as they become ready (reference §8). wisp runs it in-process:
+//! over the pods by capacity as they become ready (`pkg/activator/`). wisp runs it in-process:
 //! every request passes through [`RevisionBackend::serve`], which follows the KPA's routing
-//! mode (read per request through an [`InPath`] closure) — in Proxy mode it throttles by
+//! mode (read per request through the [`Kpa`] link, an `ActivatorLink` the controller's
+//! `Scaling` implements) — in Proxy mode it throttles by
 //! capacity (requests wait here for a replica with a free slot), in Serve mode it goes
 //! straight to a replica's queue and holds only while no replica is ready:
 //!
@@ -12,7 +13,7 @@
 //!   [`RevisionBackend`] in a map swapped atomically, read lock-free per request — and the
 //!   per-second stats (every replica queue's `Stat`, the activator's held counts) published
 //!   on a `watch` channel for the autoscaler.
-//! - [`RevisionBackend`] ([`backend`]): a revision's ready replicas (each behind its
+//! - [`RevisionBackend`] ([`revision_backend`]): a revision's ready replicas (each behind its
 //!   `wisp_queue::ReplicaQueue`), the [`lb`] policy chosen by containerConcurrency, and
 //!   the [`hold`] queue where requests wait while no replica is ready (or, in Proxy mode,
 //!   none has a free slot).
@@ -21,14 +22,14 @@
 //! - [`config::queue_config`]: a revision's queue settings (CC, timeouts, protocol from the
 //!   port name).
 
-pub mod backend;
 pub mod backends;
 pub mod config;
 pub mod hold;
 pub mod lb;
+pub mod revision_backend;
 pub mod sync;
 
-pub use backend::{Endpoint, InPath, Poke, RevisionBackend};
 pub use backends::{Backends, DEFAULT_HOLD_BOUND, ReplicaStat, RevisionStat, Stats};
 pub use hold::{HoldError, Wake};
+pub use revision_backend::{Endpoint, Kpa, RevisionBackend};
 pub use sync::sync_endpoints;

@@ -18,6 +18,7 @@ use hyper::{Request, Response, body::Incoming, service::service_fn};
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use tokio::net::TcpListener;
 use wisp_activator::{Backends, RevisionBackend};
+use wisp_autoscaler::{ActivatorLink, RoutingMode};
 use wisp_net::{ForwardContext, Protocol, ServerOptions};
 use wisp_queue::QueueConfig;
 use wisp_runtime::{ReplicaPhase, ReplicaStatus, RevisionKey};
@@ -104,6 +105,26 @@ fn replica(name: &str, addr: SocketAddr) -> ReplicaStatus {
     }
 }
 
+/// The KPA as the activator sees it: counts pokes, reports the mode a test sets.
+struct TestKpa {
+    pokes: Arc<AtomicUsize>,
+    /// true = Proxy (activator in the path).
+    proxy: Arc<AtomicBool>,
+}
+
+impl ActivatorLink<RevisionKey> for TestKpa {
+    fn poke(&self, _: &RevisionKey) {
+        self.pokes.fetch_add(1, Ordering::SeqCst);
+    }
+    fn mode(&self, _: &RevisionKey) -> RoutingMode {
+        if self.proxy.load(Ordering::SeqCst) {
+            RoutingMode::Proxy
+        } else {
+            RoutingMode::Serve
+        }
+    }
+}
+
 struct Front {
     addr: SocketAddr,
     backend: Arc<RevisionBackend>,
@@ -125,13 +146,7 @@ async fn front_in(cfg: QueueConfig, hold_bound: usize, proxy: bool) -> Front {
     let p = pokes.clone();
     let proxy = Arc::new(AtomicBool::new(proxy));
     let m = proxy.clone();
-    let backends = Backends::new(
-        hold_bound,
-        Arc::new(move |_: &RevisionKey| {
-            p.fetch_add(1, Ordering::SeqCst);
-        }),
-        Arc::new(move |_: &RevisionKey| m.load(Ordering::SeqCst)),
-    );
+    let backends = Backends::new(hold_bound, Arc::new(TestKpa { pokes: p, proxy: m }));
     let (backend, created) = backends.ensure(&RevisionKey::new("default", "rev-1"), &cfg);
     assert!(created);
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -312,7 +327,11 @@ async fn proxy_mode_holds_a_burst_in_the_activator_and_serves_it_by_capacity() {
     // They wait in the activator, not in the replica's queue.
     until_waiting(&f, 20).await;
     let queue = f.backend.ready()[0].clone();
-    assert!(queue.queued() <= 1, "replica queue: {}", queue.queued());
+    assert!(
+        queue.queue().queued() <= 1,
+        "replica queue: {}",
+        queue.queue().queued()
+    );
     for r in reqs {
         let (st, body) = tokio::time::timeout(Duration::from_secs(20), r)
             .await
@@ -348,7 +367,7 @@ async fn serve_mode_sheds_beyond_the_replica_queue() {
         .collect();
     let queue = f.backend.ready()[0].clone();
     within("11 inside the replica's queue", async {
-        while queue.in_flight() + queue.queued() < 11 {
+        while queue.queue().in_flight() + queue.queue().queued() < 11 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
@@ -400,7 +419,7 @@ async fn proxy_mode_waiting_is_bounded_by_the_hold_depth_and_times_out() {
     let running = tokio::spawn(get(f.addr, "/?sleep=5000"));
     let queue = f.backend.ready()[0].clone();
     within("one running", async {
-        while queue.in_flight() < 1 {
+        while queue.queue().in_flight() < 1 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })
@@ -465,7 +484,7 @@ async fn switching_to_proxy_waits_for_slots_taken_in_serve_mode() {
         .collect();
     let queue = f.backend.ready()[0].clone();
     within("three in the replica's queue", async {
-        while queue.in_flight() + queue.queued() < 3 {
+        while queue.queue().in_flight() + queue.queue().queued() < 3 {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     })

@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::duration::{GoDuration, HOUR, SECOND};
 use crate::meta::Status;
 use crate::serving::Object;
 
@@ -10,6 +11,23 @@ use crate::serving::Object;
 pub const API_VERSION: &str = "autoscaling.internal.knative.dev/v1alpha1";
 
 pub type PodAutoscaler = Object<PodAutoscalerSpec, PodAutoscalerStatus>;
+
+/// Knative's lower bound for any autoscaling target (`autoscaling.TargetMin`): keeps
+/// `ceil(S / T)` finite.
+pub const TARGET_MIN: f64 = 0.01;
+/// Knative's bounds of the stable window (`autoscaling.WindowMin` / `WindowMax`).
+pub const WINDOW_MIN: GoDuration = GoDuration(6 * SECOND);
+pub const WINDOW_MAX: GoDuration = GoDuration(HOUR);
+
+/// The PodAutoscaler's condition types (Knative's
+/// `pkg/apis/autoscaling/v1alpha1/pa_lifecycle.go`); Ready is [`crate::meta::READY`].
+pub mod condition {
+    /// Whether the target is receiving traffic (or activating); a Revision's `Active`
+    /// mirrors it.
+    pub const ACTIVE: &str = "Active";
+    pub const SCALE_TARGET_INITIALIZED: &str = "ScaleTargetInitialized";
+    pub const SKS_READY: &str = "SKSReady";
+}
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

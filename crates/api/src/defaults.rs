@@ -1,4 +1,4 @@
-//! Knative's webhook defaulting (reference §1.1, §1.3, §1.4; Knative's `service_defaults.go`,
+//! Knative's webhook defaulting (`pkg/apis/serving/v1/service_defaults.go`,
 //! `configuration_defaults.go`, `revision_defaults.go`, `route_defaults.go`), as pure
 //! functions of the object and the [`Config`].
 //!

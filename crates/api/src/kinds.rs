@@ -28,6 +28,12 @@ impl ResourceKind {
     pub fn qualified(&self) -> String {
         format!("{}.{}", self.singular, self.group)
     }
+
+    /// `services.serving.knative.dev`: the group-qualified plural, the resource string the
+    /// store files objects under and Kubernetes names a kind by in its error messages.
+    pub fn store_key(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
+    }
 }
 
 pub const SERVICE: ResourceKind = ResourceKind {

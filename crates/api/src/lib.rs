@@ -7,13 +7,16 @@
 //! Start with [`serving`] for the types, [`field_error`] for how errors render, and
 //! [`config::Config`] for the configuration every defaulting and validation rule reads.
 
+pub mod annotations;
 pub mod autoscaling;
 pub mod config;
 pub mod defaults;
 pub mod duration;
 pub mod field_error;
 pub mod kinds;
+pub mod labels;
 pub mod meta;
+pub mod routing;
 pub mod serving;
 pub mod validation;
 

@@ -56,6 +56,9 @@ pub struct OwnerReference {
     pub block_owner_deletion: Option<bool>,
 }
 
+/// The condition every Knative object's readiness rolls up into (`apis.ConditionReady`).
+pub const READY: &str = "Ready";
+
 /// Condition status: "True", "False" or "Unknown".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ConditionStatus {

@@ -38,6 +38,83 @@ pub type Configuration = Object<ConfigurationSpec, ConfigurationStatus>;
 pub type Revision = Object<RevisionSpec, RevisionStatus>;
 pub type Route = Object<RouteSpec, RouteStatus>;
 
+/// The condition types of the serving kinds (Knative's `pkg/apis/serving/v1/*_lifecycle.go`);
+/// Ready is [`crate::meta::READY`].
+pub mod condition {
+    // Service.
+    pub const CONFIGURATIONS_READY: &str = "ConfigurationsReady";
+    pub const ROUTES_READY: &str = "RoutesReady";
+    // Route.
+    pub const ALL_TRAFFIC_ASSIGNED: &str = "AllTrafficAssigned";
+    pub const INGRESS_READY: &str = "IngressReady";
+    pub const CERTIFICATE_PROVISIONED: &str = "CertificateProvisioned";
+    // Revision.
+    pub const RESOURCES_AVAILABLE: &str = "ResourcesAvailable";
+    pub const CONTAINER_HEALTHY: &str = "ContainerHealthy";
+    /// Whether the revision is receiving traffic; not part of Ready. The PodAutoscaler's
+    /// condition, mirrored.
+    pub use crate::autoscaling::condition::ACTIVE;
+}
+
+/// The wire protocol of a revision's serving port (Knative's `ProtocolType`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProtocolType {
+    /// HTTP/1.1 (anything but a port named `h2c`).
+    Http1,
+    /// HTTP/2 with prior knowledge (a port named `h2c`): gRPC works end to end.
+    H2c,
+}
+
+impl ProtocolType {
+    /// The PodAutoscaler's `spec.protocolType` spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolType::Http1 => "http1",
+            ProtocolType::H2c => "h2c",
+        }
+    }
+}
+
+/// Facts about a revision that the controllers, the runtime and the data plane all need,
+/// decided once here.
+impl Revision {
+    /// The serving container ([`PodSpec::serving_container`]).
+    pub fn serving_container(&self) -> Option<&Container> {
+        self.spec.pod.serving_container()
+    }
+
+    /// The protocol of the serving port, from its name (Knative's `RevisionSpec.GetProtocol`
+    /// in `pkg/apis/serving/v1/revision_helpers.go`).
+    pub fn protocol(&self) -> ProtocolType {
+        match self
+            .serving_container()
+            .and_then(|c| c.ports.first())
+            .map(|p| p.name.as_str())
+        {
+            Some("h2c") => ProtocolType::H2c,
+            _ => ProtocolType::Http1,
+        }
+    }
+
+    /// The request timeout: `timeoutSeconds`, or `config-defaults`' revision timeout when it
+    /// is unset or 0 (what the webhook would have defaulted; a stored revision predating a
+    /// default may lack it).
+    pub fn timeout(&self, defaults: &crate::config::DefaultsConfig) -> std::time::Duration {
+        let secs = self
+            .spec
+            .timeout_seconds
+            .filter(|t| *t > 0)
+            .unwrap_or(defaults.revision_timeout_seconds);
+        std::time::Duration::from_secs(secs.max(0).unsigned_abs())
+    }
+
+    /// How long the revision may take to reach its initial scale: see
+    /// [`progress_deadline`](crate::annotations::serving::progress_deadline).
+    pub fn progress_deadline(&self, cfg: &crate::config::DeploymentConfig) -> std::time::Duration {
+        crate::annotations::serving::progress_deadline(&self.metadata.annotations, cfg)
+    }
+}
+
 /// `Service.spec`: an inline ConfigurationSpec plus an inline RouteSpec.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -116,6 +193,19 @@ pub struct PodSpec {
     /// (`affinity`, `nodeSelector`, `restartPolicy`, …).
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+impl PodSpec {
+    /// The serving container: the one declaring a port, else the first. Validation allows
+    /// exactly one container with a port when there are several (Knative's
+    /// `validateContainersPorts`), so this is the one the requests go to; the others are
+    /// sidecars.
+    pub fn serving_container(&self) -> Option<&Container> {
+        self.containers
+            .iter()
+            .find(|c| !c.ports.is_empty())
+            .or_else(|| self.containers.first())
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -431,4 +521,94 @@ pub struct RevisionStatus {
     pub actual_replicas: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub desired_replicas: Option<i32>,
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::config::{DefaultsConfig, DeploymentConfig};
+
+    fn rev(spec: Value) -> Revision {
+        serde_json::from_value(json!({"metadata": {"name": "r"}, "spec": spec})).unwrap()
+    }
+
+    #[test]
+    fn serving_container_and_protocol() {
+        let cases = [
+            (
+                "no container",
+                json!({"containers": []}),
+                None,
+                ProtocolType::Http1,
+            ),
+            (
+                "the only one",
+                json!({"containers": [{"name": "a", "image": "x"}]}),
+                Some("a"),
+                ProtocolType::Http1,
+            ),
+            (
+                "the one with a port",
+                json!({"containers": [{"name": "side", "image": "x"},
+                    {"name": "app", "image": "y", "ports": [{"name": "h2c", "containerPort": 9}]}]}),
+                Some("app"),
+                ProtocolType::H2c,
+            ),
+            (
+                "no port anywhere: the first",
+                json!({"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]}),
+                Some("a"),
+                ProtocolType::Http1,
+            ),
+            (
+                "a port not named h2c",
+                json!({"containers": [{"name": "a", "image": "x",
+                    "ports": [{"name": "http1", "containerPort": 9}]}]}),
+                Some("a"),
+                ProtocolType::Http1,
+            ),
+        ];
+        for (what, spec, name, protocol) in cases {
+            let r = rev(spec);
+            assert_eq!(
+                r.serving_container().map(|c| c.name.as_str()),
+                name,
+                "{what}"
+            );
+            assert_eq!(r.protocol(), protocol, "{what}");
+        }
+    }
+
+    #[test]
+    fn timeout_falls_back_to_config_defaults() {
+        let defaults = DefaultsConfig::default();
+        let cases = [
+            (json!({}), defaults.revision_timeout_seconds),
+            (
+                json!({"timeoutSeconds": 0}),
+                defaults.revision_timeout_seconds,
+            ),
+            (json!({"timeoutSeconds": 30}), 30),
+        ];
+        for (spec, want) in cases {
+            let secs = rev(spec.clone()).timeout(&defaults).as_secs();
+            assert_eq!(i64::try_from(secs).unwrap(), want, "{spec}");
+        }
+    }
+
+    #[test]
+    fn progress_deadline_from_annotation_or_config() {
+        let cfg = DeploymentConfig::default();
+        let mut r = rev(json!({}));
+        assert_eq!(r.progress_deadline(&cfg).as_secs(), 600);
+        for (value, want) in [("90s", 90), ("0s", 600), ("nonsense", 600)] {
+            r.metadata.annotations.insert(
+                crate::annotations::serving::PROGRESS_DEADLINE.name().into(),
+                value.into(),
+            );
+            assert_eq!(r.progress_deadline(&cfg).as_secs(), want, "{value}");
+        }
+    }
 }

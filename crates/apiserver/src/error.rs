@@ -95,8 +95,8 @@ impl From<StoreError> for ApiError {
             StoreError::Conflict { .. } => ApiError::new(409, "Conflict", msg),
             StoreError::Gone { .. } => ApiError::new(410, "Expired", msg),
             StoreError::Invalid(_) => ApiError::bad_request(msg),
-            #[allow(unreachable_patterns)]
-            _ => {
+            // Named, not `_`: a new store error must choose its status here.
+            StoreError::Corrupt(_) | StoreError::Db(_) => {
                 tracing::error!(error = %msg, "store failure");
                 ApiError::internal(msg)
             }

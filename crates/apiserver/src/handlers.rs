@@ -36,9 +36,9 @@ fn resolve(group: &str, version: &str, plural: &str) -> Result<&'static Resource
         .ok_or_else(ApiError::path_not_found)
 }
 
-/// The store key of a kind: `services.serving.knative.dev`, as Kubernetes names resources.
+/// The store key of a kind ([`ResourceKind::store_key`]).
 pub fn resource(kind: &ResourceKind) -> String {
-    format!("{}.{}", kind.plural, kind.group)
+    kind.store_key()
 }
 
 async fn blocking<T: Send + 'static>(

@@ -16,6 +16,7 @@ use axum::{
 use futures_util::StreamExt;
 use serde_json::json;
 use tokio_stream::wrappers::{BroadcastStream, errors::BroadcastStreamRecvError};
+use wisp_api::{kinds, labels};
 use wisp_runtime::{LogLine, RevisionKey};
 use wisp_store::LabelSelector;
 
@@ -34,7 +35,7 @@ pub async fn logs(
     Path((group, version, ns, plural, name)): NamePath,
     Query(q): Query<HashMap<String, String>>,
 ) -> Result<Response, ApiError> {
-    if group != "serving.knative.dev" || version != "v1" {
+    if group != kinds::SERVICE.group || version != kinds::SERVICE.version {
         return Err(ApiError::path_not_found());
     }
     let Some(platform) = st.platform.clone() else {
@@ -61,21 +62,20 @@ pub async fn logs(
         tokio::task::spawn_blocking(move || -> Result<Vec<String>, ApiError> {
             match plural2.as_str() {
                 "revisions" => {
-                    let res = "revisions.serving.knative.dev";
+                    let res = kinds::REVISION.store_key();
                     store
-                        .get(res, &ns2, &name2)?
-                        .ok_or_else(|| ApiError::not_found(res, &name2))?;
+                        .get(&res, &ns2, &name2)?
+                        .ok_or_else(|| ApiError::not_found(&res, &name2))?;
                     Ok(vec![name2])
                 }
                 "services" => {
-                    let res = "services.serving.knative.dev";
+                    let res = kinds::SERVICE.store_key();
                     store
-                        .get(res, &ns2, &name2)?
-                        .ok_or_else(|| ApiError::not_found(res, &name2))?;
-                    let sel =
-                        LabelSelector::parse(&format!("serving.knative.dev/service={name2}"))?;
+                        .get(&res, &ns2, &name2)?
+                        .ok_or_else(|| ApiError::not_found(&res, &name2))?;
+                    let sel = LabelSelector::parse(&format!("{}={name2}", labels::SERVICE))?;
                     let (revs, _) =
-                        store.list("revisions.serving.knative.dev", Some(&ns2), Some(&sel))?;
+                        store.list(&kinds::REVISION.store_key(), Some(&ns2), Some(&sel))?;
                     Ok(revs
                         .iter()
                         .filter_map(|r| r["metadata"]["name"].as_str().map(str::to_string))

@@ -1,4 +1,4 @@
-//! Knative's timed metric buckets (`pkg/autoscaler/aggregation/bucketing.go`, reference §9.3)
+//! Knative's timed metric buckets (`pkg/autoscaler/aggregation/bucketing.go`)
 //! and the descending-maxima window behind scale-down-delay (`aggregation/max/`).
 //!
 //! Time is a [`Duration`] since an arbitrary epoch (the autoscaler's start, or second 0 of a
@@ -168,7 +168,7 @@ impl Buckets {
         }
     }
 
-    /// The linear average (§9.3): gaps inside the data count as 0; the divisor covers only
+    /// The linear average (`bucketing.go`'s `WindowAverage`): gaps inside the data count as 0; the divisor covers only
     /// the span since the first write of this run, and excludes the trailing span with no
     /// data when the newest write is less than a window old; nothing for a window ⇒ 0.
     /// Floored to 6 decimals.
@@ -195,7 +195,7 @@ impl Buckets {
         floor_to_digits(total / n)
     }
 
-    /// The weighted exponential average (§9.3): Σ α(1−α)^{z+i}·b_{last−i} over the buckets
+    /// The weighted exponential average (`bucketing.go`'s `WeightedWindowAverage`): Σ α(1−α)^{z+i}·b_{last−i} over the buckets
     /// still inside the window, z being the empty buckets since the newest write. Not
     /// rounded (Knative doesn't round this one) and not normalised for a partial window.
     pub fn weighted_average(&self, now: Duration) -> f64 {

@@ -1,4 +1,4 @@
-//! The metric collector (reference §9.2, Knative's `pkg/autoscaler/metrics/collector.go` and
+//! The metric collector (Knative's `pkg/autoscaler/metrics/collector.go` and
 //! `stats_scraper.go`): per revision, the [`MetricWindows`] the decider reads, fed once a
 //! second with the revision's total of its scaling metric.
 //!
@@ -25,6 +25,7 @@ use std::hash::Hash;
 use std::time::Duration;
 
 use crate::aggregation::{Aggregation, MetricWindows};
+use crate::link::RoutingMode;
 use crate::targets::{DeciderSpec, Metric};
 
 /// One replica's figures for one report interval (Knative's `Stat`).
@@ -60,7 +61,75 @@ pub struct Sample {
     pub period: Duration,
 }
 
+/// What wisp's in-process activator saw of one revision during one interval, before it is
+/// attributed: the requests waiting in it now, the requests that arrived, and those it held.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ActivatorReport {
+    /// Requests held now (for a replica or for capacity).
+    pub waiting: f64,
+    /// Requests that arrived during the interval (every request passes the activator).
+    pub requests: f64,
+    /// Arrivals of the interval that had to wait.
+    pub held: f64,
+}
+
 impl Sample {
+    /// The sample of one revision from what its replica queues and the activator reported,
+    /// attributed by the routing mode the KPA last decided. Every request passes wisp's
+    /// in-process activator, so "proxied by the activator" follows Knative's SKS mode:
+    ///
+    /// - **Proxy** (at zero, too little burst capacity, TBC = -1): every request is the
+    ///   activator's — it reports the requests waiting plus every replica's in-flight
+    ///   average, and every arrival; the replicas contribute nothing of their own. With
+    ///   TBC = -1 the collector counts only the activator, which then sees everything, as in
+    ///   Knative.
+    /// - **Serve**: the replicas report their own requests; the activator adds the requests
+    ///   it holds and those it proxied after holding them (the queues' "proxied" part).
+    ///
+    /// Either way each request is counted once, and the concurrency total is
+    /// Σ replicas' average concurrency + requests waiting in the activator.
+    pub fn attribute(
+        replicas: impl IntoIterator<Item = PodStat>,
+        activator: ActivatorReport,
+        mode: RoutingMode,
+        period: Duration,
+    ) -> Sample {
+        let mut pods = Vec::new();
+        let (mut proxied_conc, mut all_conc, mut proxied_count) = (0.0, 0.0, 0.0);
+        for s in replicas {
+            all_conc += s.average_concurrency;
+            proxied_conc += s.average_proxied_concurrency;
+            proxied_count += s.proxied_request_count;
+            pods.push(match mode {
+                // All of it came through the activator.
+                RoutingMode::Proxy => PodStat {
+                    average_proxied_concurrency: s.average_concurrency,
+                    proxied_request_count: s.request_count,
+                    ..s
+                },
+                RoutingMode::Serve => s,
+            });
+        }
+        let activator = match mode {
+            RoutingMode::Proxy => ActivatorStat {
+                average_concurrency: activator.waiting + all_conc,
+                request_count: activator.requests,
+            },
+            RoutingMode::Serve => ActivatorStat {
+                average_concurrency: activator.waiting + proxied_conc,
+                // Held arrivals of this interval are counted here; the queues count them
+                // again as "proxied" when they reach a replica, which the collector
+                // subtracts.
+                request_count: activator.held.max(proxied_count),
+            },
+        };
+        Sample {
+            pods,
+            activator,
+            period,
+        }
+    }
+
     /// Whether anything reported at all: a replica (even an idle one: its zero counts, as
     /// a scraped idle pod does in Knative) or activator traffic.
     pub fn has_data(&self, scrapes_pods: bool) -> bool {
@@ -232,6 +301,51 @@ impl<K: Eq + Hash + Clone> Collector<K> {
 mod tests {
     use super::*;
     use wisp_api::config::AutoscalerConfig;
+
+    #[test]
+    fn attribute_counts_each_request_once_in_either_mode() {
+        let pod = |c: f64, pc: f64, n: f64, pn: f64| PodStat {
+            average_concurrency: c,
+            average_proxied_concurrency: pc,
+            request_count: n,
+            proxied_request_count: pn,
+        };
+        let replicas = [pod(3.0, 1.0, 10.0, 2.0), pod(2.0, 0.0, 8.0, 0.0)];
+        let activator = ActivatorReport {
+            waiting: 4.0,
+            requests: 20.0,
+            held: 2.0,
+        };
+        let sample = |mode| Sample::attribute(replicas, activator, mode, Duration::from_secs(1));
+        // (mode, scrapes pods, metric, want)
+        let cases = [
+            // 5 in flight at the replicas + 4 waiting, whoever reports them.
+            (RoutingMode::Proxy, true, Metric::Concurrency, 9.0),
+            (RoutingMode::Serve, true, Metric::Concurrency, 9.0),
+            // Proxy: the activator alone sees everything (TBC = -1 scrapes no pod).
+            (RoutingMode::Proxy, false, Metric::Concurrency, 9.0),
+            (RoutingMode::Proxy, true, Metric::Rps, 20.0),
+            // Serve: 16 direct arrivals + 2 held by the activator.
+            (RoutingMode::Serve, true, Metric::Rps, 18.0),
+        ];
+        for (mode, scrapes, metric, want) in cases {
+            let smp = sample(mode);
+            assert_eq!(smp.pods.len(), 2);
+            assert_eq!(
+                observed_value(metric, scrapes, &smp),
+                want,
+                "{mode:?} {metric:?} scrapes={scrapes}"
+            );
+        }
+        // Nothing reported: an empty sample.
+        let none = Sample::attribute(
+            [],
+            ActivatorReport::default(),
+            RoutingMode::Proxy,
+            Duration::from_secs(1),
+        );
+        assert!(!none.has_data(true));
+    }
 
     fn s(n: u64) -> Duration {
         Duration::from_secs(n)

@@ -1,7 +1,7 @@
-//! The KPA decision every tick (reference §9.4, Knative's `pkg/autoscaler/scaling/
+//! The KPA decision every tick (Knative's `pkg/autoscaler/scaling/
 //! autoscaler.go`), as a pure state machine: observed stable/panic values and the ready pod
 //! count in, desired scale and excess burst capacity out. Also the number of activators a
-//! revision gets (§8) and [`Autoscaler`], the windows + decider pair one revision needs.
+//! revision gets (`pkg/activator/net/throttler.go`'s assignment) and [`Autoscaler`], the windows + decider pair one revision needs.
 
 use std::time::Duration;
 
@@ -104,7 +104,7 @@ impl Decider {
     }
 
     /// The decision at `now` given R0 ready pods and the observed stable (S) and panic (P)
-    /// values (§9.4). Callers with no data in the stable window make no decision at all
+    /// values (as `autoscaler.go`'s `Scale`). Callers with no data in the stable window make no decision at all
     /// (see [`Autoscaler::tick`]).
     pub fn decide(&mut self, now: Duration, ready_pods: u32, stable: f64, panic: f64) -> Decision {
         self.start(now, ready_pods);
@@ -156,7 +156,7 @@ impl Decider {
             self.state.max_panic_pods = desired;
         }
 
-        // Scale-down-delay holds only reachable revisions (§9.4); an unreachable one neither
+        // Scale-down-delay holds only reachable revisions (as in `autoscaler.go`); an unreachable one neither
         // uses nor feeds the history.
         if spec.reachable
             && let Some(window) = &mut self.delay_window
@@ -188,7 +188,7 @@ fn to_i32(v: f64) -> i32 {
     v as i32
 }
 
-/// EBC = ⌊R0·Total − TBC − P⌋ for TBC > 0; 0 for TBC = 0; -1 for TBC = -1 (§9.4). Uses the
+/// EBC = ⌊R0·Total − TBC − P⌋ for TBC > 0; 0 for TBC = 0; -1 for TBC = -1 (`autoscaler.go`). Uses the
 /// panic value so the activator isn't yanked out on a momentary lull.
 pub fn excess_burst_capacity(spec: &DeciderSpec, ready_pods: u32, observed_panic: f64) -> i32 {
     let tbc = spec.target_burst_capacity;
@@ -213,7 +213,8 @@ pub fn initial_excess_burst_capacity(spec: &DeciderSpec) -> i32 {
     }
 }
 
-/// How many activators a revision is assigned (§8): 2 when TBC = 0, else
+/// How many activators a revision is assigned (Knative's `activatorCount` in
+/// `pkg/reconciler/autoscaling/kpa/kpa.go`): 2 when TBC = 0, else
 /// `max(2, ⌈(R·Total + max(TBC, 0)) / activator-capacity⌉)`.
 pub fn num_activators(spec: &DeciderSpec, ready_pods: u32) -> i32 {
     let tbc = spec.target_burst_capacity;

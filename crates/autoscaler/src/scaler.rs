@@ -1,4 +1,4 @@
-//! Applying a decision (reference §9.5, Knative's `kpa/scaler.go` and `kpa/kpa.go`): scale
+//! Applying a decision (Knative's `kpa/scaler.go` and `kpa/kpa.go`): scale
 //! bounds, initial scale, the scale-to-zero sequence, the activation timeout, the Active
 //! condition and whether the activator is in the request path — a state machine per
 //! revision (what Knative keeps in the PodAutoscaler's status) with time passed in.
@@ -295,6 +295,18 @@ pub fn scale_bounds(spec: &DeciderSpec) -> (i32, i32) {
         0
     };
     (min, spec.max_scale.max(0))
+}
+
+/// Replicas a revision starts with, before its KPA's first decision (Knative creates the
+/// Deployment with initial-scale): initial-scale within `[min, max]`, like a fresh Knative
+/// Deployment; 0 for an unreachable revision (no route can reach it, so wisp does not wait
+/// a stable window to stop it).
+pub fn initial_replicas(spec: &DeciderSpec) -> u32 {
+    if !spec.reachable {
+        return 0;
+    }
+    let (min, max) = scale_bounds(spec);
+    u32::try_from(apply_bounds(min, max, spec.initial_scale.max(0))).unwrap_or(0)
 }
 
 /// Clamps `x` into `[min, max]` (max 0 = unbounded).

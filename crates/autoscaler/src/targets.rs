@@ -1,4 +1,4 @@
-//! What a revision's KPA aims for (reference §9.1, Knative's `resources/target.go`,
+//! What a revision's KPA aims for (Knative's `resources/target.go`,
 //! `kpa/resources/decider.go` and `resources/metric.go`): its annotations (with the legacy
 //! camelCase aliases), its `containerConcurrency` and `config-autoscaler` resolved into one
 //! [`DeciderSpec`].
@@ -12,7 +12,13 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::Serialize;
-use wisp_api::config::{AutoscalerConfig, DeploymentConfig};
+use wisp_api::annotations::Key;
+use wisp_api::annotations::autoscaling::{
+    ACTIVATION_SCALE, ALGORITHM, INITIAL_SCALE, MAX_SCALE, METRIC, MIN_SCALE, PANIC_THRESHOLD,
+    PANIC_WINDOW, RETENTION, SCALE_DOWN_DELAY, TARGET, TARGET_BURST_CAPACITY as TBC,
+    TARGET_UTILIZATION, WINDOW,
+};
+use wisp_api::config::AutoscalerConfig;
 use wisp_api::duration::GoDuration;
 use wisp_api::field_error::Level;
 use wisp_api::validation::validate_autoscaling;
@@ -24,62 +30,13 @@ pub type Annotations = BTreeMap<String, String>;
 
 /// Knative's target utilisation for RPS when no annotation sets one (not configurable).
 pub const RPS_TARGET_UTILIZATION: f64 = 0.7;
-/// The smallest target value: keeps `ceil(S / T)` finite.
-pub const MIN_TARGET: f64 = 0.01;
+/// The smallest target value (`autoscaling.TargetMin`).
+pub use wisp_api::autoscaling::TARGET_MIN as MIN_TARGET;
 /// Added to the progress deadline before an activating revision gives up (`TimedOut`).
 pub const ACTIVATION_TIMEOUT_BUFFER: Duration = Duration::from_secs(30);
 
-/// An annotation key and its legacy alias, in priority order (`kmap.KeyPriority`).
-type Key = &'static [&'static str];
-
-const METRIC: Key = &["autoscaling.knative.dev/metric"];
-const TARGET: Key = &["autoscaling.knative.dev/target"];
-const TARGET_UTILIZATION: Key = &[
-    "autoscaling.knative.dev/target-utilization-percentage",
-    "autoscaling.knative.dev/targetUtilizationPercentage",
-];
-const WINDOW: Key = &["autoscaling.knative.dev/window"];
-const PANIC_WINDOW: Key = &[
-    "autoscaling.knative.dev/panic-window-percentage",
-    "autoscaling.knative.dev/panicWindowPercentage",
-];
-const PANIC_THRESHOLD: Key = &[
-    "autoscaling.knative.dev/panic-threshold-percentage",
-    "autoscaling.knative.dev/panicThresholdPercentage",
-];
-const MIN_SCALE: Key = &[
-    "autoscaling.knative.dev/min-scale",
-    "autoscaling.knative.dev/minScale",
-];
-const MAX_SCALE: Key = &[
-    "autoscaling.knative.dev/max-scale",
-    "autoscaling.knative.dev/maxScale",
-];
-const INITIAL_SCALE: Key = &[
-    "autoscaling.knative.dev/initial-scale",
-    "autoscaling.knative.dev/initialScale",
-];
-const ACTIVATION_SCALE: Key = &["autoscaling.knative.dev/activation-scale"];
-const SCALE_DOWN_DELAY: Key = &[
-    "autoscaling.knative.dev/scale-down-delay",
-    "autoscaling.knative.dev/scaleDownDelay",
-];
-const RETENTION: Key = &[
-    "autoscaling.knative.dev/scale-to-zero-pod-retention-period",
-    "autoscaling.knative.dev/scaleToZeroPodRetentionPeriod",
-];
-const TBC: Key = &[
-    "autoscaling.knative.dev/target-burst-capacity",
-    "autoscaling.knative.dev/targetBurstCapacity",
-];
-const ALGORITHM: Key = &[
-    "autoscaling.knative.dev/metric-aggregation-algorithm",
-    "autoscaling.knative.dev/metricAggregationAlgorithm",
-];
-const PROGRESS_DEADLINE: Key = &["serving.knative.dev/progress-deadline"];
-
 fn get(m: &Annotations, key: Key) -> Option<&str> {
-    key.iter().find_map(|k| m.get(*k).map(String::as_str))
+    key.value(m)
 }
 
 fn get_f64(m: &Annotations, key: Key) -> Option<f64> {
@@ -179,7 +136,7 @@ pub enum SpecError {
 }
 
 impl DeciderSpec {
-    /// Resolves the spec of a reachable revision (§9.1): see the module doc for leniency.
+    /// Resolves the spec of a reachable revision: see the module doc for leniency.
     /// Set `reachable` afterwards for a revision no route targets.
     pub fn resolve(
         annotations: &Annotations,
@@ -312,13 +269,8 @@ pub fn panic_window(stable_window: Duration, panic_window_percentage: f64) -> Du
     Duration::from_secs(rounded.max(1))
 }
 
-/// The revision's progress deadline: `serving.knative.dev/progress-deadline` or
-/// `config-deployment`'s `progress-deadline`.
-pub fn progress_deadline(annotations: &Annotations, cfg: &DeploymentConfig) -> Duration {
-    get_duration(annotations, PROGRESS_DEADLINE)
-        .filter(|d| !d.is_zero())
-        .unwrap_or_else(|| std(cfg.progress_deadline))
-}
+/// The revision's progress deadline (defined once, on the API types).
+pub use wisp_api::annotations::serving::progress_deadline;
 
 /// How long a revision may stay activating before it is scaled to zero with `TimedOut`:
 /// progress deadline + 30 s.
@@ -329,6 +281,7 @@ pub fn activation_timeout(progress_deadline: Duration) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use wisp_api::config::DeploymentConfig;
 
     fn ann(pairs: &[(&str, &str)]) -> Annotations {
         pairs

@@ -9,7 +9,7 @@
 //! ([`wisp_store::Watch`]) and the platform's replica changes, turns every change into keys
 //! (the object's own, its owners', and whatever a reconciler declares it
 //! [`watches`](reconciler::Reconciler::watches)), feeds in-memory indexes ([`Observer`]s),
-//! and drives the keys through a Kubernetes-style work [`queue`] (dedupe, one worker per key
+//! and drives the keys through a Kubernetes-style [`workqueue`] (dedupe, one worker per key
 //! at a time, exponential back-off) to the reconcilers.
 //!
 //! The chain: Service → Configuration + Route; Configuration → Revision (immutable, one per
@@ -20,26 +20,32 @@
 //! then a reconciler: [`configuration`] (pure builders in
 //! `configuration/resources.rs`) and [`revision`]. Shared helpers: [`conditions`] (Knative's
 //! living condition set), [`names`] (child names, label keys), [`objects`] (typed store
-//! access, owner references), and [`testing`] (a fake platform and fixtures).
+//! access, owner references), and `testing` (a fake platform and fixtures; the `testing`
+//! feature).
 
 pub mod autoscaling;
 pub mod conditions;
 pub mod configuration;
 pub mod executor;
-pub mod names;
-pub mod objects;
-pub mod queue;
-pub mod reconciler;
-pub mod revision;
-pub mod routing;
-pub mod runner;
-pub mod testing;
-
-// Written by the routes engineer.
 pub mod gc;
 pub mod labeler;
+pub mod names;
+pub mod objects;
+pub mod reconciler;
+pub mod revision;
 pub mod route;
+pub mod runner;
 pub mod service;
+pub mod workqueue;
+
+// A fake platform and fixtures for tests: compiled for this crate's tests and, through the
+// `testing` feature, for a dependent's tests; never into `wisp serve`.
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+/// The routing table the route reconciler publishes (defined in `wisp-api`, which the
+/// ingress reads it from).
+pub use wisp_api::routing;
 
 pub use autoscaling::{PodAutoscalerReconciler, Scaling};
 pub use reconciler::{

@@ -1,4 +1,5 @@
-//! Derived names and the well-known label and annotation keys the controllers write.
+//! Derived names, and the well-known label and annotation keys the controllers write
+//! (re-exported from `wisp-api`, where they are defined).
 //!
 //! [`child_name`] is Knative's `kmeta.ChildName`, so a long configuration name gives the
 //! same revision name in wisp as in Knative.
@@ -12,31 +13,16 @@ const MD5_LEN: usize = 32;
 /// How much of the parent is kept when the hash has to be spliced in.
 const HEAD: usize = LONGEST - MD5_LEN;
 
-/// Labels set by the controllers (reference §3.2).
-pub mod label {
-    pub const SERVICE: &str = "serving.knative.dev/service";
-    pub const SERVICE_UID: &str = "serving.knative.dev/serviceUID";
-    pub const CONFIGURATION: &str = "serving.knative.dev/configuration";
-    pub const CONFIGURATION_UID: &str = "serving.knative.dev/configurationUID";
-    pub const CONFIGURATION_GENERATION: &str = "serving.knative.dev/configurationGeneration";
-    pub const REVISION: &str = "serving.knative.dev/revision";
-    pub const REVISION_UID: &str = "serving.knative.dev/revisionUID";
-    pub const ROUTE: &str = "serving.knative.dev/route";
-    pub const ROUTE_NAMESPACE: &str = "serving.knative.dev/routeNamespace";
-    /// `pending` / `active` / `reserve`.
-    pub const ROUTING_STATE: &str = "serving.knative.dev/routingState";
-    pub const VISIBILITY: &str = "networking.knative.dev/visibility";
-}
+/// Labels set by the controllers (defined in `wisp-api`).
+pub use wisp_api::labels as label;
 
-/// Annotations set or read by the controllers (reference §3.2).
+/// Annotations set or read by the controllers (Knative's `pkg/apis/serving/register.go`,
+/// defined in `wisp-api`).
 pub mod annotation {
-    pub const CREATOR: &str = "serving.knative.dev/creator";
-    pub const LAST_MODIFIER: &str = "serving.knative.dev/lastModifier";
-    /// Comma-sorted names of the routes referencing a configuration or revision.
-    pub const ROUTES: &str = "serving.knative.dev/routes";
-    pub const ROUTING_STATE_MODIFIED: &str = "serving.knative.dev/routingStateModified";
-    pub const PROGRESS_DEADLINE: &str = "serving.knative.dev/progress-deadline";
-    pub const NO_GC: &str = "serving.knative.dev/no-gc";
+    pub use wisp_api::annotations::serving::{
+        CREATOR, LAST_MODIFIER, NO_GC, ROUTES, ROUTING_STATE_MODIFIED,
+    };
+    pub const PROGRESS_DEADLINE: &str = wisp_api::annotations::serving::PROGRESS_DEADLINE.name();
 }
 
 /// Values of the [`label::ROUTING_STATE`] label.

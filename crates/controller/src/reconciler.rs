@@ -232,7 +232,7 @@ impl<R: TypedReconciler> Reconciler for R {
 
 /// The store key of a kind: `services.serving.knative.dev` (what the API server uses too).
 pub fn resource(kind: &ResourceKind) -> String {
-    format!("{}.{}", kind.plural, kind.group)
+    kind.store_key()
 }
 
 #[cfg(test)]

@@ -50,10 +50,10 @@ use wisp_store::{
 use crate::{
     executor::{Executor, Outcome},
     names::label,
-    queue::{Why, WorkQueue},
     reconciler::{
         Action, Context, Event, ObjectRef, Observer, ReconcileError, Reconciler, resource,
     },
+    workqueue::{Why, WorkQueue},
 };
 
 /// How often everything is re-queued even without changes.

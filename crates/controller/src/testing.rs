@@ -96,7 +96,7 @@ impl FakePlatform {
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, FakeState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
+        wisp_sync::lock(&self.state)
     }
 
     /// Every scale/remove call so far, in order.

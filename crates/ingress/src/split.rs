@@ -1,7 +1,7 @@
 //! The traffic split: a weighted random pick of one revision target by percent.
 
 use rand::Rng;
-use wisp_controller::routing::RevisionTarget;
+use wisp_api::routing::RevisionTarget;
 
 /// Picks a target with probability proportional to its percent (None when empty or all
 /// zero). `roll` is a uniform random number; see [`pick`].

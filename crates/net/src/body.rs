@@ -33,7 +33,7 @@ where
     b.map_err(Into::into).boxed_unsync()
 }
 
-/// A short `text/plain` response (used for 404/502/503/504 bodies).
+/// A short `text/plain` response: what [`Synthetic`](crate::Synthetic) answers with.
 pub fn text_response(status: StatusCode, msg: &str) -> Response<Body> {
     let mut resp = Response::new(full(Bytes::copy_from_slice(msg.as_bytes())));
     *resp.status_mut() = status;

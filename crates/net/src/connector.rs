@@ -422,10 +422,7 @@ fn finish_response(
     Response::from_parts(parts, wrap(body))
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // The sections under these locks cannot panic halfway; a poisoned lock is still sound.
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-}
+use wisp_sync::lock;
 
 async fn connect_tcp(addr: SocketAddr) -> std::io::Result<TcpStream> {
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect(addr))

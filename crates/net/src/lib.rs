@@ -13,6 +13,8 @@
 //!   RFC 7239 `Forwarded`, internal Knative headers), table-tested. [`Hop`] picks the rules
 //!   for the last hop (to the app) or a hop between wisp proxies.
 //! - [`body`]: the one response body type of the data plane ([`Body`]) and its constructors.
+//! - [`synthetic`]: every response the data plane makes up itself (400/404/502/503/504),
+//!   from a typed reason ([`Synthetic`]), in one place.
 //!
 //! The crate knows nothing of revisions, breakers or routing: the queue-proxy, activator
 //! and ingress crates build on it.
@@ -24,6 +26,7 @@ pub mod body;
 pub mod connector;
 pub mod headers;
 pub mod server;
+pub mod synthetic;
 mod upgrade;
 
 #[cfg(test)]
@@ -32,3 +35,4 @@ mod testutil;
 pub use body::{Body, BoxError, boxed, empty, full, text_response};
 pub use connector::{ForwardContext, ForwardError, Hop, Protocol, ReplicaConnector};
 pub use server::{RuntimeThread, ServerOptions, serve};
+pub use synthetic::Synthetic;

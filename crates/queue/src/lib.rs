@@ -30,14 +30,14 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use hyper::body::Incoming;
-use hyper::{Request, Response, StatusCode};
+use hyper::{Request, Response};
 use tokio::sync::Notify;
 use tokio::time::Instant;
-use wisp_net::{Body, ForwardContext, ForwardError, ReplicaConnector, text_response};
+use wisp_net::{Body, ForwardContext, ForwardError, ReplicaConnector, Synthetic};
 
 use crate::breaker::{Breaker, Permit, QueueFull};
 use crate::stats::{RequestStats, Ticket};
-use crate::timeout::{Deadlines, TIMEOUT_MESSAGE, TimeoutBody};
+use crate::timeout::{Deadlines, TimeoutBody};
 
 /// Knative's queue depth per unit of containerConcurrency.
 pub const QUEUE_DEPTH_PER_CC: u32 = 10;
@@ -45,11 +45,8 @@ pub const QUEUE_DEPTH_PER_CC: u32 = 10;
 /// Idle upstream connections kept when CC = 0 (Knative keeps CC, or 1000 when unlimited).
 const MAX_IDLE_UNLIMITED: usize = 1000;
 
-/// The 503 body when the breaker is full.
-pub const QUEUE_FULL_MESSAGE: &str = "pending request queue full";
-
-/// The 503 body while draining (Knative's drainer answers "shutting down").
-pub const DRAINING_MESSAGE: &str = "shutting down";
+/// The 503 bodies when the breaker is full and while draining ([`Synthetic`]).
+pub use wisp_net::synthetic::{DRAINING as DRAINING_MESSAGE, QUEUE_FULL as QUEUE_FULL_MESSAGE};
 
 /// One replica's queue settings, from its revision.
 #[derive(Clone, Debug, PartialEq)]
@@ -190,10 +187,7 @@ impl ReplicaQueue {
         async move {
             let start = Instant::now();
             let Some(mut request) = InQueue::enter(&self.shared) else {
-                return Ok(text_response(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    DRAINING_MESSAGE,
-                ));
+                return Ok(Synthetic::Draining.response());
             };
             request.count(start, ctx.proxied_by_activator);
 
@@ -218,11 +212,8 @@ impl ReplicaQueue {
             let outcome = timeout::before_headers(&deadlines, &mut sleep, work).await;
             let headers_at = Instant::now();
             match outcome {
-                None => Ok(text_response(StatusCode::GATEWAY_TIMEOUT, TIMEOUT_MESSAGE)),
-                Some(Err(QueueFull)) => Ok(text_response(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    QUEUE_FULL_MESSAGE,
-                )),
+                None => Ok(Synthetic::QueueTimeout.response()),
+                Some(Err(QueueFull)) => Ok(Synthetic::QueueFull.response()),
                 Some(Ok((admitted, Ok(resp)))) => {
                     let (parts, body) = resp.into_parts();
                     let guard = Finish {
@@ -241,10 +232,7 @@ impl ReplicaQueue {
                 }
                 Some(Ok((_admitted, Err(ForwardError::Upstream(err))))) => {
                     tracing::warn!(replica = %self.replica, %err, "upstream failed mid-request");
-                    // Knative's proxy error handler answers a bare 502.
-                    let mut resp = Response::new(wisp_net::empty());
-                    *resp.status_mut() = StatusCode::BAD_GATEWAY;
-                    Ok(resp)
+                    Ok(Synthetic::UpstreamFailed.response())
                 }
             }
         }

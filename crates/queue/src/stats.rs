@@ -90,9 +90,7 @@ impl RequestStats {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Acc> {
-        // The critical sections cannot panic half-way, so a poisoned lock still holds
-        // consistent numbers.
-        self.acc.lock().unwrap_or_else(|e| e.into_inner())
+        wisp_sync::lock(&self.acc)
     }
 
     /// A request arrived at `now`.

@@ -24,8 +24,8 @@ use hyper::body::{Body as HttpBody, Frame, SizeHint};
 use tokio::time::{Duration, Instant, Sleep};
 use wisp_net::BoxError;
 
-/// The body text of every timeout response.
-pub const TIMEOUT_MESSAGE: &str = "request timeout";
+/// The body text of every timeout response (and of the error a cut body ends with).
+pub use wisp_net::synthetic::QUEUE_TIMEOUT as TIMEOUT_MESSAGE;
 
 /// The error a [`TimeoutBody`] ends with when it cuts a response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]

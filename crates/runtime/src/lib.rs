@@ -1,6 +1,6 @@
 //! The `Platform` seam: how wisp runs a revision's replicas, whatever runs them.
 //!
-//! The revision reconciler (and later the autoscaler, through it) only ever says "this
+//! The revision reconciler (with the count the autoscaler publishes) only ever says "this
 //! revision should have N replicas" ([`Platform::scale`]) and reads back what exists
 //! ([`Platform::replicas`]); the platform converges in the background and announces every
 //! change on [`Platform::changes`]. The embedded default is [`process::ProcessPlatform`]:
@@ -9,9 +9,9 @@
 //!
 //! Start with [`Platform`], then `process/mod.rs`.
 
-use std::{net::SocketAddr, path::PathBuf, sync::Arc, time::Duration};
+use std::{net::SocketAddr, sync::Arc, time::Duration};
 
-use wisp_api::serving::Container;
+use wisp_api::serving::{Container, PodSpec};
 
 pub mod process;
 
@@ -48,11 +48,21 @@ pub struct ReplicaSpec {
     pub configuration: String,
     /// `K_SERVICE` (the service label, or empty).
     pub service: String,
-    /// The serving container (defaulted: it has a readiness probe).
-    pub container: Container,
+    /// The revision's whole pod, as stored (defaulted: the serving container has a
+    /// readiness probe): every container (the serving one and its sidecars), init
+    /// containers, volumes, the service account, security contexts. Each platform takes
+    /// what it can run and says what it cannot (see [`Platform::scale`]).
+    pub pod: PodSpec,
     /// Grace period between SIGTERM and SIGKILL: the revision's `timeoutSeconds`, as Knative
     /// sets `terminationGracePeriodSeconds`.
     pub grace_period: Duration,
+}
+
+impl ReplicaSpec {
+    /// The container requests go to ([`PodSpec::serving_container`]).
+    pub fn serving_container(&self) -> Option<&Container> {
+        self.pod.serving_container()
+    }
 }
 
 /// The state of one replica.
@@ -121,6 +131,12 @@ pub trait Platform: Send + Sync + 'static {
     /// Declares that `spec.key` should have `replicas` replicas. Idempotent and
     /// non-blocking: the platform starts or stops replicas in the background (stopping is
     /// graceful: SIGTERM, then SIGKILL after the grace period).
+    ///
+    /// The spec carries the revision's whole pod; a platform that cannot run some of it
+    /// says so instead of dropping it silently: what the revision cannot do without (no
+    /// container to run, say) is a [`Failure`] on every replica status, which fails the
+    /// revision with that reason; what it can (a sidecar, a volume on the process
+    /// platform) is a warning in wisp's log naming each part left out.
     fn scale(&self, spec: &ReplicaSpec, replicas: u32);
 
     /// Stops every replica of the revision and forgets it.
@@ -143,21 +159,13 @@ pub trait Platform: Send + Sync + 'static {
     /// New lines of a revision's replicas as they arrive.
     fn follow_logs(&self, key: &RevisionKey) -> tokio::sync::broadcast::Receiver<LogLine>;
 
-    /// Stops every replica gracefully and waits until they are gone.
+    /// What the platform does when `wisp serve` stops, after the data plane has drained:
+    /// release whatever it runs on wisp's behalf that must not outlive wisp, and return once
+    /// that is done. Each platform defines it: the process platform's replicas are wisp's
+    /// children, so it stops every replica gracefully and waits until they are gone; a
+    /// platform whose replicas live elsewhere (pods of a Kubernetes backend) would leave
+    /// them running and only stop watching them.
     fn shutdown(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + '_>>;
-}
-
-/// Why a platform could not be created.
-#[derive(Debug, thiserror::Error)]
-pub enum RuntimeError {
-    #[error("the process runtime must be created inside a tokio runtime")]
-    NoRuntime,
-    #[error("state directory {}: {source}", path.display())]
-    StateDir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
 }
 
 /// Shared handle to a platform.

@@ -36,7 +36,6 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    quiet_on_broken_pipe();
     init_logging();
     let cli = Cli::parse();
     let result = match cli.command {
@@ -51,6 +50,7 @@ fn main() -> ExitCode {
     match result {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => ExitCode::FAILURE,
+        Err(e) if is_broken_pipe(&e) => ExitCode::from(141), // 128 + SIGPIPE
         Err(e) => {
             match e.downcast_ref::<cli::ApiError>() {
                 Some(api @ cli::ApiError::Status(_)) => eprintln!("{api}"),
@@ -61,22 +61,15 @@ fn main() -> ExitCode {
     }
 }
 
-/// `wisp get … | head` closes stdout early; Rust ignores SIGPIPE, so `println!` panics.
-/// Like any Unix tool, end quietly instead (restoring SIGPIPE would need `unsafe`).
-fn quiet_on_broken_pipe() {
-    let default = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let msg = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or("");
-        if msg.contains("failed printing to stdout") && msg.contains("Broken pipe") {
-            std::process::exit(141); // 128 + SIGPIPE, what a shell reports for a killed writer
-        }
-        default(info);
-    }));
+/// `wisp get … | head` closes stdout early. Rust ignores SIGPIPE, so the write fails with
+/// `BrokenPipe` instead of killing the process; like any Unix tool, end quietly, with the
+/// status a shell reports for a writer killed by SIGPIPE (restoring the signal would need
+/// `unsafe`).
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: warnings and errors only, so client

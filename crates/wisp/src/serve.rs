@@ -23,7 +23,7 @@ use wisp_controller::{
 use wisp_ingress::Ingress;
 use wisp_net::ServerOptions;
 use wisp_runtime::{
-    Platform, RevisionKey, SharedPlatform,
+    Platform, SharedPlatform,
     process::{ProcessOptions, ProcessPlatform},
 };
 use wisp_store::Store;
@@ -146,18 +146,7 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
             let _ = rx.wait_for(|s| *s).await;
         }
     };
-    let poke = scaling.clone();
-    let mode = scaling.clone();
-    let backends = Backends::new(
-        args.activator_queue_depth,
-        Arc::new(move |key: &RevisionKey| {
-            poke.poke(key);
-        }),
-        // The KPA's SKS mode: in Proxy mode the activator throttles by capacity.
-        Arc::new(move |key: &RevisionKey| {
-            mode.mode(key) == wisp_controller::autoscaling::RoutingMode::Proxy
-        }),
-    );
+    let backends = Backends::new(args.activator_queue_depth, scaling.clone());
     let endpoint_sync = tokio::spawn(wisp_activator::sync_endpoints(
         backends.clone(),
         store.clone(),

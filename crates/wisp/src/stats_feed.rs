@@ -1,72 +1,43 @@
 //! The metrics arrow of `wisp serve`: once a second, the activator's report
 //! ([`wisp_activator::Stats`]: every replica queue's stat and the activator's own figures)
-//! becomes one [`Sample`] per revision in the KPA's collector ([`Scaling`]).
-//!
-//! Every request passes through wisp's in-process activator, so "proxied by the activator"
-//! follows Knative's ServerlessService mode as the KPA last decided it ([`RoutingMode`]):
-//!
-//! - **Proxy** (at zero, too little burst capacity, TBC = -1): every request is the
-//!   activator's — it reports the requests waiting plus every replica's in-flight average,
-//!   and every arrival; the replicas contribute nothing of their own. With TBC = -1 the
-//!   collector counts only the activator, which then sees everything, as in Knative.
-//! - **Serve**: the replicas report their own requests; the activator adds the requests it
-//!   holds and those it proxied after holding them (the queues' "proxied" part).
-//!
-//! Either way each request is counted once, and the concurrency total is
-//! Σ replicas' average concurrency + requests waiting in the activator.
+//! becomes one [`Sample`] per revision in the KPA's collector ([`Scaling`]). How the
+//! figures are attributed by the routing mode is the collector's rule
+//! ([`Sample::attribute`]); this module only picks one revision's figures out of the report.
 
 use std::sync::Arc;
 
 use wisp_activator::Stats;
-use wisp_autoscaler::{ActivatorStat, PodStat, Sample};
-use wisp_controller::autoscaling::{RoutingMode, Scaling};
+use wisp_autoscaler::{ActivatorReport, PodStat, RoutingMode, Sample};
+use wisp_controller::autoscaling::Scaling;
 use wisp_runtime::RevisionKey;
 
 /// The sample of one revision in one report.
 pub fn sample_of(stats: &Stats, key: &RevisionKey, mode: RoutingMode) -> Sample {
-    let replicas = stats.replicas.iter().filter(|s| s.revision == *key);
-    let rev = stats.revisions.iter().find(|s| s.revision == *key);
-    let waiting = rev.map_or(0.0, |r| r.waiting as f64);
-    let mut pods = Vec::new();
-    let (mut proxied_conc, mut all_conc, mut proxied_count) = (0.0, 0.0, 0.0);
-    for r in replicas {
-        let s = &r.stat;
-        all_conc += s.average_concurrency;
-        proxied_conc += s.average_proxied_concurrency;
-        proxied_count += s.proxied_request_count;
-        pods.push(match mode {
-            // All of it came through the activator.
-            RoutingMode::Proxy => PodStat {
-                average_concurrency: s.average_concurrency,
-                average_proxied_concurrency: s.average_concurrency,
-                request_count: s.request_count,
-                proxied_request_count: s.request_count,
-            },
-            RoutingMode::Serve => PodStat {
-                average_concurrency: s.average_concurrency,
-                average_proxied_concurrency: s.average_proxied_concurrency,
-                request_count: s.request_count,
-                proxied_request_count: s.proxied_request_count,
-            },
+    let replicas = stats
+        .replicas
+        .iter()
+        .filter(|s| s.revision == *key)
+        .map(|r| PodStat {
+            average_concurrency: r.stat.average_concurrency,
+            average_proxied_concurrency: r.stat.average_proxied_concurrency,
+            request_count: r.stat.request_count,
+            proxied_request_count: r.stat.proxied_request_count,
         });
-    }
-    let activator = match mode {
-        RoutingMode::Proxy => ActivatorStat {
-            average_concurrency: waiting + all_conc,
-            request_count: rev.map_or(0.0, |r| r.requests as f64),
-        },
-        RoutingMode::Serve => ActivatorStat {
-            average_concurrency: waiting + proxied_conc,
-            // Held arrivals of this interval are counted here; the queues count them again
-            // as "proxied" when they reach a replica, which the collector subtracts.
-            request_count: rev.map_or(0.0, |r| r.held as f64).max(proxied_count),
-        },
-    };
-    Sample {
-        pods,
+    let activator = stats
+        .revisions
+        .iter()
+        .find(|s| s.revision == *key)
+        .map_or_else(ActivatorReport::default, |r| ActivatorReport {
+            waiting: r.waiting as f64,
+            requests: r.requests as f64,
+            held: r.held as f64,
+        });
+    Sample::attribute(
+        replicas,
         activator,
-        period: wisp_activator::backends::STATS_PERIOD,
-    }
+        mode,
+        wisp_activator::backends::STATS_PERIOD,
+    )
 }
 
 /// Copies every report into the collector until `shutdown` resolves.

@@ -49,7 +49,7 @@ fn fifty_clients_at_target_ten_settle_at_eight_replicas() {
     };
     let (t, desired, ready) = (col("time"), col("desired"), col("ready"));
     let last: Vec<&str> = csv.lines().last().unwrap().split(',').collect();
-    // ⌈50 / (10 × 0.7)⌉ = 8 (reference §9.1).
+    // ⌈50 / (10 × 0.7)⌉ = 8 (target = CC × utilization).
     assert_eq!(last[desired], "8", "{csv}");
     assert_eq!(last[ready], "8", "{csv}");
     // Ticks every 2 s.

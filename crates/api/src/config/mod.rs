@@ -1,6 +1,6 @@
 //! wisp's configuration: one YAML file whose top-level keys are Knative's ConfigMap names
 //! (`config-autoscaler`, `config-defaults`, …), each holding Knative's keys with Knative's
-//! defaults and validation (reference §4).
+//! defaults and validation (`config/core/configmaps/*.yaml`).
 //!
 //! Start at [`Config::from_yaml`]; every struct's `Default` is Knative's shipped default.
 
@@ -24,7 +24,7 @@ pub struct Config {
     pub features: FeaturesConfig,
 }
 
-/// `config-autoscaler` (reference §4.1).
+/// `config-autoscaler` (Knative's `pkg/autoscaler/config/config.go`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct AutoscalerConfig {
     /// `container-concurrency-target-percentage`, stored as a fraction in (0, 1] (70 → 0.7).
@@ -101,7 +101,7 @@ pub const KPA_CLASS: &str = "kpa.autoscaling.knative.dev";
 /// The HPA class name.
 pub const HPA_CLASS: &str = "hpa.autoscaling.knative.dev";
 
-/// `config-defaults` (reference §4.2).
+/// `config-defaults` (Knative's `pkg/apis/config/defaults.go`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DefaultsConfig {
     pub revision_timeout_seconds: i64,
@@ -149,7 +149,7 @@ impl Default for DefaultsConfig {
     }
 }
 
-/// `config-domain` (reference §4.3): domain suffix → label selector (empty = catch-all).
+/// `config-domain` (Knative's `pkg/reconciler/route/config/domain.go`): domain suffix → label selector (empty = catch-all).
 #[derive(Clone, Debug, PartialEq)]
 pub struct DomainConfig {
     pub domains: BTreeMap<String, BTreeMap<String, String>>,
@@ -165,7 +165,7 @@ impl Default for DomainConfig {
     }
 }
 
-/// `config-network` (reference §4.4).
+/// `config-network` (`knative.dev/networking`'s `pkg/config/config.go`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NetworkConfig {
     pub ingress_class: String,
@@ -210,7 +210,7 @@ impl Default for NetworkConfig {
     }
 }
 
-/// `config-gc` (reference §4.5, §12). `None` means `disabled`.
+/// `config-gc` (Knative's `pkg/gc/config.go`). `None` means `disabled`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct GcConfig {
     pub retain_since_create_time: Option<GoDuration>,
@@ -230,7 +230,7 @@ impl Default for GcConfig {
     }
 }
 
-/// `config-deployment` (reference §4.6). The queue sidecar image is not needed by the
+/// `config-deployment` (Knative's `pkg/deployment/config.go`). The queue sidecar image is not needed by the
 /// process runtime, so it is optional here.
 #[derive(Clone, Debug, PartialEq)]
 pub struct DeploymentConfig {
@@ -296,7 +296,7 @@ pub enum SecurePodDefaults {
     Enabled,
 }
 
-/// `config-features` (reference §4.7), one field per key.
+/// `config-features` (Knative's `pkg/apis/config/features.go`), one field per key.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FeaturesConfig {
     pub multi_container: Flag,

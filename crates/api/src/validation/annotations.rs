@@ -1,7 +1,7 @@
 //! Annotation checks: `autoscaling.knative.dev/*` (Knative's
-//! `pkg/apis/autoscaling/annotation_validation.go`, reference §3.1), the rollout-duration and
-//! progress-deadline durations (§3.2) and the `networking.knative.dev/*` keys a revision
-//! template may carry (§3.3).
+//! `pkg/apis/autoscaling/annotation_validation.go`), the rollout-duration and
+//! progress-deadline durations (`pkg/apis/serving/metadata_validation.go`) and the
+//! `networking.knative.dev/*` keys a revision template may carry.
 //!
 //! Every error here is built at the annotation key as a path, relative to the annotations
 //! map; callers move it under `metadata.annotations` (the key's own dots survive the path
@@ -10,80 +10,20 @@
 use std::collections::BTreeMap;
 
 use crate::config::{AutoscalerConfig, HPA_CLASS, KPA_CLASS};
-use crate::duration::{GoDuration, HOUR, SECOND};
+use crate::duration::GoDuration;
 use crate::field_error::FieldError;
 
 type Annotations = BTreeMap<String, String>;
 
-const GROUP: &str = "autoscaling.knative.dev";
+use crate::annotations::Key;
+use crate::annotations::autoscaling::{
+    ACTIVATION_SCALE, ALGORITHM, CLASS, GROUP, INITIAL_SCALE, MAX_SCALE, METRIC, MIN_SCALE,
+    PANIC_THRESHOLD, PANIC_WINDOW, RETENTION, SCALE_DOWN_DELAY, TARGET,
+    TARGET_BURST_CAPACITY as TBC, TARGET_UTILIZATION, WINDOW,
+};
+use crate::annotations::serving::{PROGRESS_DEADLINE, ROLLOUT_DURATION};
 
-/// A key and its legacy aliases, in priority order (`kmap.KeyPriority`).
-struct Key(&'static [&'static str]);
-
-impl Key {
-    /// The first key present, with its value.
-    fn get<'a>(&self, m: &'a Annotations) -> Option<(&'static str, &'a str)> {
-        self.0
-            .iter()
-            .find_map(|k| m.get(*k).map(|v| (*k, v.as_str())))
-    }
-}
-
-const CLASS: Key = Key(&["autoscaling.knative.dev/class"]);
-const METRIC: Key = Key(&["autoscaling.knative.dev/metric"]);
-const TARGET: Key = Key(&["autoscaling.knative.dev/target"]);
-const TARGET_UTILIZATION: Key = Key(&[
-    "autoscaling.knative.dev/target-utilization-percentage",
-    "autoscaling.knative.dev/targetUtilizationPercentage",
-]);
-const WINDOW: Key = Key(&["autoscaling.knative.dev/window"]);
-const PANIC_WINDOW: Key = Key(&[
-    "autoscaling.knative.dev/panic-window-percentage",
-    "autoscaling.knative.dev/panicWindowPercentage",
-]);
-const PANIC_THRESHOLD: Key = Key(&[
-    "autoscaling.knative.dev/panic-threshold-percentage",
-    "autoscaling.knative.dev/panicThresholdPercentage",
-]);
-const MIN_SCALE: Key = Key(&[
-    "autoscaling.knative.dev/min-scale",
-    "autoscaling.knative.dev/minScale",
-]);
-const MAX_SCALE: Key = Key(&[
-    "autoscaling.knative.dev/max-scale",
-    "autoscaling.knative.dev/maxScale",
-]);
-const INITIAL_SCALE: Key = Key(&[
-    "autoscaling.knative.dev/initial-scale",
-    "autoscaling.knative.dev/initialScale",
-]);
-const ACTIVATION_SCALE: Key = Key(&["autoscaling.knative.dev/activation-scale"]);
-const SCALE_DOWN_DELAY: Key = Key(&[
-    "autoscaling.knative.dev/scale-down-delay",
-    "autoscaling.knative.dev/scaleDownDelay",
-]);
-const RETENTION: Key = Key(&[
-    "autoscaling.knative.dev/scale-to-zero-pod-retention-period",
-    "autoscaling.knative.dev/scaleToZeroPodRetentionPeriod",
-]);
-const TBC: Key = Key(&[
-    "autoscaling.knative.dev/target-burst-capacity",
-    "autoscaling.knative.dev/targetBurstCapacity",
-]);
-const ALGORITHM: Key = Key(&[
-    "autoscaling.knative.dev/metric-aggregation-algorithm",
-    "autoscaling.knative.dev/metricAggregationAlgorithm",
-]);
-
-const ROLLOUT_DURATION: Key = Key(&[
-    "serving.knative.dev/rollout-duration",
-    "serving.knative.dev/rolloutDuration",
-]);
-/// `serving.knative.dev/progress-deadline`.
-pub const PROGRESS_DEADLINE_KEY: &str = "serving.knative.dev/progress-deadline";
-
-const WINDOW_MIN: GoDuration = GoDuration(6 * SECOND);
-const WINDOW_MAX: GoDuration = GoDuration(HOUR);
+use crate::autoscaling::{TARGET_MIN, WINDOW_MAX, WINDOW_MIN};
 
 /// Go's `strconv.ParseFloat`: Rust's parser accepts the same decimal/exponent/inf/nan forms
 /// that matter in practice.
@@ -163,9 +103,9 @@ fn validate_floats(m: &Annotations) -> FieldError {
     if let Some((k, v)) = TARGET.get(m) {
         match parse_float(v) {
             None => errs = errs.also(FieldError::invalid_value(v, k)),
-            Some(f) if f < 0.01 => {
+            Some(f) if f < TARGET_MIN => {
                 errs = errs.also(FieldError::generic(
-                    format!("target {v} should be at least 0.01"),
+                    format!("target {v} should be at least {TARGET_MIN}"),
                     &[k],
                 ));
             }
@@ -379,10 +319,8 @@ pub fn validate_rollout_duration(m: &Annotations) -> FieldError {
 
 /// The progress-deadline template annotation.
 pub fn validate_progress_deadline(m: &Annotations) -> FieldError {
-    match m.get(PROGRESS_DEADLINE_KEY) {
-        Some(v) if !v.is_empty() => {
-            validate_duration("progress-deadline", PROGRESS_DEADLINE_KEY, v)
-        }
+    match PROGRESS_DEADLINE.get(m) {
+        Some((k, v)) if !v.is_empty() => validate_duration("progress-deadline", k, v),
         _ => FieldError::none(),
     }
 }

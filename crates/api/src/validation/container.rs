@@ -1,6 +1,5 @@
 //! One container of a revision: Knative's `ContainerMask`, ports, probes, env, security
-//! context, volume mounts and image (`pkg/apis/serving/k8s_validation.go`, reference §1.3,
-//! §6.1). Paths are relative to the container (`containers[i]` is added by the caller).
+//! context, volume mounts and image (`pkg/apis/serving/k8s_validation.go`). Paths are relative to the container (`containers[i]` is added by the caller).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -11,8 +11,7 @@ use crate::meta::{ObjectMeta, OwnerReference};
 
 use super::names::{go_list, name_is_dns1035_label};
 
-pub const CREATOR: &str = "serving.knative.dev/creator";
-pub const LAST_MODIFIER: &str = "serving.knative.dev/lastModifier";
+pub use crate::annotations::serving::{CREATOR, LAST_MODIFIER};
 const SERVING_PREFIX: &str = "serving.knative.dev/";
 const VISIBILITY_LABEL: &str = "networking.knative.dev/visibility";
 

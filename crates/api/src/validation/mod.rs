@@ -1,5 +1,6 @@
 //! Knative's validating webhook for `serving.knative.dev/v1`, with Knative's messages and
-//! field paths (reference §1, §3, §4.2, §4.7, §6.1, §11).
+//! field paths (`pkg/apis/serving/v1/*_validation.go`, `pkg/apis/serving/k8s_validation.go`,
+//! `pkg/apis/autoscaling/annotation_validation.go`).
 //!
 //! The API server calls one entry point per kind *after* defaulting; `old` is `Some` on
 //! update. The result may hold warnings ([`Level::Warning`](crate::field_error::Level)):
@@ -230,7 +231,7 @@ fn verify_name_change(new: &RevisionTemplateSpec, old: &RevisionTemplateSpec) ->
 }
 
 /// `RevisionSpec.Validate`; paths relative to the RevisionSpec. `responseStartTimeoutSeconds`
-/// and `idleTimeoutSeconds` are not checked on the resource (reference §1.3).
+/// and `idleTimeoutSeconds` are not checked on the resource (as in `revision_validation.go`).
 fn validate_revision_spec(cfg: &Config, rs: &RevisionSpec) -> FieldError {
     let mut errs = podspec::validate_pod_spec(cfg, &rs.pod);
     let max_timeout = cfg.defaults.max_revision_timeout_seconds;

@@ -1,6 +1,6 @@
 //! The PodSpec part of a RevisionSpec: Knative's `PodSpecMask` with its feature gates,
 //! volumes, init containers, the single serving port and multi-container rules
-//! (`ValidatePodSpec`, reference §1.3, §4.7). Paths are relative to the RevisionSpec.
+//! (`ValidatePodSpec` in `pkg/apis/serving/k8s_validation.go`). Paths are relative to the RevisionSpec.
 
 use std::collections::{BTreeMap, BTreeSet};
 

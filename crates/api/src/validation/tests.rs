@@ -1,5 +1,5 @@
-//! Table tests: every validation example of reference §11 (1–30), each autoscaling range of
-//! §3.1, and valid objects that must pass. Expected strings are the full rendered errors
+//! Table tests: the validation examples of Knative's `pkg/apis/serving/v1/*_validation_test.go`,
+//! each autoscaling range of `pkg/apis/autoscaling/annotation_validation.go`, and valid objects that must pass. Expected strings are the full rendered errors
 //! (`filter(Level::Error).to_string()`, which is what the API server sends); warnings are
 //! tested separately.
 
@@ -970,7 +970,7 @@ fn reference_section_11_updates() {
     );
 }
 
-/// §3.1: every autoscaling annotation, a too-low and a too-high value and a valid one, with
+/// `annotation_validation.go`: every autoscaling annotation, a too-low and a too-high value and a valid one, with
 /// paths relative to the annotations map (as Knative's own unit tests render them).
 #[test]
 fn autoscaling_annotation_ranges() {

@@ -1,4 +1,4 @@
-//! `spec.traffic` of a Route or Service (Knative's `route_validation.go`, reference §1.4).
+//! `spec.traffic` of a Route or Service (Knative's `pkg/apis/serving/v1/route_validation.go`).
 //! Paths are relative to the traffic list (the caller adds `traffic`).
 
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! The PodAutoscaler reconciler: Knative's KPA (reference §9) driving wisp's revisions.
+//! The PodAutoscaler reconciler: Knative's KPA (`pkg/reconciler/autoscaling/kpa`) driving wisp's revisions.
 //!
 //! For every Revision it keeps a PodAutoscaler of the same name (created here, controlled
 //! by the revision, so it is deleted with it) and, in memory, the revision's KPA state
@@ -15,7 +15,7 @@
 //!    timeout), publishes the replica count and the routing mode in [`Scaling`] (waking the
 //!    Revision reconciler when the count changed: it is the one calling `Platform::scale`),
 //! 5. writes the PA status: `desiredScale`, `actualScale`, `Active`,
-//!    `ScaleTargetInitialized`, `SKSReady` and `Ready` (reference §5).
+//!    `ScaleTargetInitialized`, `SKSReady` and `Ready` (`pkg/apis/autoscaling/v1alpha1/pa_lifecycle.go`).
 //!
 //! When the revision is gone the state is dropped (the store already cascade-deleted the
 //! PA through its owner reference).

@@ -1,7 +1,7 @@
 //! Pure functions of the PodAutoscaler reconciler: the PodAutoscaler a Revision implies
 //! (Knative's `revision/resources/pa.go`), the per-revision KPA state machine (decider +
 //! scaler, ticked every 2 s or at once on a poke), and the PA status a scale result implies
-//! (Knative's `kpa.go` `computeStatus` / `computeActiveCondition`, reference §5, §9.5).
+//! (Knative's `kpa.go` `computeStatus` / `computeActiveCondition`).
 
 use std::time::Duration;
 
@@ -17,7 +17,7 @@ use wisp_autoscaler::{
     ActiveState, Decider, DeciderSpec, Decision, ScaleInput, ScaleResult, Scaler,
     decider::{TICK, initial_excess_burst_capacity},
     num_activators,
-    scaler::{SCALE_UNKNOWN, apply_bounds, scale_bounds},
+    scaler::SCALE_UNKNOWN,
     targets::{activation_timeout, progress_deadline},
 };
 
@@ -28,9 +28,7 @@ use crate::{
     objects,
 };
 
-pub const ACTIVE: &str = "Active";
-pub const SCALE_TARGET_INITIALIZED: &str = "ScaleTargetInitialized";
-pub const SKS_READY: &str = "SKSReady";
+pub use wisp_api::autoscaling::condition::{ACTIVE, SCALE_TARGET_INITIALIZED, SKS_READY};
 /// The PodAutoscaler's living condition set: Ready ⇐ Active, ScaleTargetInitialized,
 /// SKSReady.
 pub const CONDITIONS: ConditionSet =
@@ -49,7 +47,7 @@ pub const REACHABLE: &str = "Reachable";
 pub const UNREACHABLE: &str = "Unreachable";
 
 /// The annotation kubectl writes; Knative keeps it off the PA.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+use wisp_api::annotations::LAST_APPLIED;
 
 /// Smallest requeue, so a tick computed a hair early does not spin.
 const MIN_REQUEUE: Duration = Duration::from_millis(50);
@@ -82,10 +80,7 @@ pub fn reachability(rev: &Revision) -> &'static str {
 
 /// `http1`, or `h2c` when the serving container's port is named `h2c`.
 pub fn protocol_type(rev: &Revision) -> &'static str {
-    let h2c = crate::revision::resources::serving_container(rev)
-        .and_then(|c| c.ports.first())
-        .is_some_and(|p| p.name == "h2c");
-    if h2c { "h2c" } else { "http1" }
+    rev.protocol().as_str()
 }
 
 /// The PodAutoscaler of a revision: same name and namespace, controlled by the revision
@@ -154,15 +149,7 @@ pub fn decider_spec(pa: &PodAutoscaler, cfg: &Config) -> DeciderSpec {
     spec
 }
 
-/// Replicas a revision starts with (Knative creates the Deployment with initial-scale):
-/// initial-scale within `[min, max]`; 0 for an unreachable revision.
-pub fn initial_replicas(spec: &DeciderSpec) -> u32 {
-    if !spec.reachable {
-        return 0;
-    }
-    let (min, max) = scale_bounds(spec);
-    u32::try_from(apply_bounds(min, max, spec.initial_scale.max(0))).unwrap_or(0)
-}
+pub use wisp_autoscaler::scaler::initial_replicas;
 
 /// One revision's KPA: its decider, its scaler, the latest decision and the replica count
 /// applied so far. Windows live in the collector (shared with the stats feed).

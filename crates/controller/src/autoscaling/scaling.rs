@@ -29,22 +29,13 @@ use std::{
 use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
-use wisp_autoscaler::{Collector, Sample};
+use wisp_autoscaler::{ActivatorLink, Collector, Sample};
 use wisp_runtime::RevisionKey;
 
 /// Capacity of the wake-up channel; a lagging runner resyncs every revision.
 const WAKE_CAPACITY: usize = 1024;
 
-/// Where a revision's requests go (Knative's ServerlessService mode).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum RoutingMode {
-    /// Through the activator's capacity-aware hold/throttle path (scaled to zero, too
-    /// little burst capacity, no ready replica, or TBC = -1).
-    #[default]
-    Proxy,
-    /// Straight to a replica's queue.
-    Serve,
-}
+pub use wisp_autoscaler::RoutingMode;
 
 /// What the KPA last decided for one revision.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -111,11 +102,11 @@ impl Scaling {
 
     /// The collector (locked briefly: never across an `.await`).
     pub fn collector(&self) -> MutexGuard<'_, Collector<RevisionKey>> {
-        self.collector.lock().unwrap_or_else(|e| e.into_inner())
+        wisp_sync::lock(&self.collector)
     }
 
     fn poked_set(&self) -> MutexGuard<'_, HashSet<RevisionKey>> {
-        self.poked.lock().unwrap_or_else(|e| e.into_inner())
+        wisp_sync::lock(&self.poked)
     }
 
     /// Records one second's report of a revision at `now` (see
@@ -200,6 +191,17 @@ impl Scaling {
                 next
             });
         }
+    }
+}
+
+/// The activator reaches the KPA through this: the poke and the routing mode.
+impl ActivatorLink<RevisionKey> for Scaling {
+    fn poke(&self, revision: &RevisionKey) {
+        Scaling::poke(self, revision);
+    }
+
+    fn mode(&self, revision: &RevisionKey) -> RoutingMode {
+        Scaling::mode(self, revision)
     }
 }
 

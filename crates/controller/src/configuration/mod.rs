@@ -1,6 +1,6 @@
 //! The Configuration reconciler: stamps one immutable Revision per configuration
 //! generation and reports `latestCreatedRevisionName`, `latestReadyRevisionName` and Ready
-//! (reference §1.2, §5). The decisions are pure functions in [`resources`]; this module
+//! (Knative's `pkg/reconciler/configuration/configuration.go`). The decisions are pure functions in [`resources`]; this module
 //! reads, creates and writes.
 
 pub mod resources;

@@ -1,6 +1,6 @@
 //! Pure builders of the Configuration reconciler: the revision a configuration stamps for
-//! its generation, and the configuration status implied by its revisions (reference §1.2,
-//! §5; Knative `pkg/reconciler/configuration/`).
+//! its generation, and the configuration status implied by its revisions (Knative
+//! `pkg/reconciler/configuration/` and `pkg/apis/serving/v1/configuration_lifecycle.go`).
 
 use std::collections::BTreeMap;
 
@@ -112,7 +112,10 @@ pub fn check_existing(cfg: &Configuration, rev: &Revision) -> Result<(), String>
 
 /// Knative's wording of a revision name collision (an `AlreadyExists` API error).
 pub fn already_exists(name: &str) -> String {
-    format!("revisions.serving.knative.dev \"{name}\" already exists")
+    format!(
+        "{} \"{name}\" already exists",
+        wisp_api::kinds::REVISION.store_key()
+    )
 }
 
 /// What became of the revision for the current generation.

@@ -1,6 +1,6 @@
 //! Revision garbage collection (Knative `pkg/reconciler/gc`), a second reconciler of
 //! Configurations: deletes the revisions `config-gc` says are no longer worth keeping
-//! (selection in [`resources`], reference §12).
+//! (selection in [`resources`], after `pkg/reconciler/gc/gc.go`).
 //!
 //! Writes: deletes Revisions (the store cascades to whatever they own). Requeues itself for
 //! the moment the next kept revision turns stale, since nothing else changes then; changes

@@ -1,4 +1,4 @@
-//! Pure revision-GC selection (Knative `pkg/reconciler/gc/gc.go`, reference §12): which
+//! Pure revision-GC selection (Knative `pkg/reconciler/gc/gc.go`): which
 //! revisions of a configuration to delete now, and when to look again.
 
 use std::time::Duration;

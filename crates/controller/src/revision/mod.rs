@@ -1,7 +1,7 @@
 //! The Revision reconciler: the bridge between stored revisions and the [`Platform`]
 //! (`wisp_runtime::Platform`). It asks the platform for the revision's desired replicas and
 //! turns the replicas the platform reports into the revision's status conditions
-//! (reference §1.3, §5). Decisions are pure functions in [`resources`].
+//! (Knative's `pkg/apis/serving/v1/revision_lifecycle.go`). Decisions are pure functions in [`resources`].
 //!
 //! A revision that is no longer in the store has its replicas removed; the runner also
 //! queues every platform revision unknown to the store at start-up and on each resync, so
@@ -147,7 +147,11 @@ mod tests {
 
     #[test]
     fn kpa_decision_sets_the_replicas() {
-        let (ctx, platform) = testing::test_context();
+        // initial-scale 0 counts only where the cluster allows it (Knative's
+        // `GetInitialScale`), as the KPA reads it.
+        let mut config = wisp_api::config::Config::default();
+        config.autoscaler.allow_zero_initial_scale = true;
+        let (ctx, platform) = testing::test_context_with(config, testing::test_clock);
         let mut rev = testing::revision("default", "zero-00001", "zero", 1);
         rev.metadata
             .annotations

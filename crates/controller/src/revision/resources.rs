@@ -1,27 +1,25 @@
 //! Pure functions of the Revision reconciler: how many replicas a revision should have,
 //! what the platform needs to run them, and the revision status implied by the replicas
-//! the platform reports (reference §1.3, §3.1, §5, §6.1, §9.5 step 0).
+//! the platform reports (Knative's `pkg/reconciler/revision/reconcile_resources.go` and
+//! `pkg/apis/serving/v1/revision_lifecycle.go`).
 
-use std::{collections::BTreeMap, time::Duration};
+use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use wisp_api::{
     config::{AutoscalerConfig, Config},
-    duration::GoDuration,
     meta::{ConditionStatus, Status},
-    serving::{Container, Revision, RevisionStatus},
+    serving::{Revision, RevisionStatus},
 };
+use wisp_autoscaler::{DeciderSpec, scaler::initial_replicas};
 use wisp_runtime::{ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
 
 use crate::{
     conditions::{ConditionSet, READY},
-    names::{annotation, label},
+    names::label,
 };
 
-pub const RESOURCES_AVAILABLE: &str = "ResourcesAvailable";
-pub const CONTAINER_HEALTHY: &str = "ContainerHealthy";
-/// Whether the revision is receiving traffic; not part of Ready.
-pub const ACTIVE: &str = "Active";
+pub use wisp_api::serving::condition::{ACTIVE, CONTAINER_HEALTHY, RESOURCES_AVAILABLE};
 /// Ready's dependents, in Knative's order.
 pub const DEPENDENTS: [&str; 2] = [RESOURCES_AVAILABLE, CONTAINER_HEALTHY];
 /// The Revision's condition set (Knative's `revisionCondSet`).
@@ -30,56 +28,8 @@ pub const CONDITIONS: ConditionSet = ConditionSet::new(READY, &DEPENDENTS);
 pub const DEPLOYING: &str = "Deploying";
 pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 pub const PROGRESS_DEADLINE_MESSAGE: &str = "Initial scale was never achieved";
-pub const NO_TRAFFIC: &str = "NoTraffic";
-pub const NO_TRAFFIC_MESSAGE: &str = "The target is not receiving traffic.";
-pub const QUEUED: &str = "Queued";
-pub const QUEUED_MESSAGE: &str =
-    "Requests to the target are being buffered as resources are provisioned.";
-
-/// Annotation keys with their legacy aliases, in priority order.
-const INITIAL_SCALE: [&str; 2] = [
-    "autoscaling.knative.dev/initial-scale",
-    "autoscaling.knative.dev/initialScale",
-];
-const MIN_SCALE: [&str; 2] = [
-    "autoscaling.knative.dev/min-scale",
-    "autoscaling.knative.dev/minScale",
-];
-const MAX_SCALE: [&str; 2] = [
-    "autoscaling.knative.dev/max-scale",
-    "autoscaling.knative.dev/maxScale",
-];
-
-/// The first of `keys` present in `annotations` that parses as an integer.
-fn annotation_i32(annotations: &BTreeMap<String, String>, keys: &[&str]) -> Option<i32> {
-    keys.iter()
-        .find_map(|k| annotations.get(*k))
-        .and_then(|v| v.trim().parse().ok())
-}
-
-/// The replicas a revision should have now.
-///
-/// This is the seam the autoscaler will replace: until there is a PodAutoscaler, a
-/// revision runs at its initial scale (annotation, else `config-autoscaler`), raised to its
-/// min-scale and capped at its max-scale (0 = no cap), like a fresh Knative Deployment.
-///
-/// A revision no route references any more (`routingState: reserve`) is unreachable: as in
-/// Knative, its min-scale no longer applies and it goes to zero (Knative's KPA gets there
-/// after a stable window; without an autoscaler yet, wisp does so at once).
-pub fn desired_scale(rev: &Revision, cfg: &AutoscalerConfig) -> u32 {
-    if is_reserve(rev) {
-        return 0;
-    }
-    let a = &rev.metadata.annotations;
-    let initial = annotation_i32(a, &INITIAL_SCALE).unwrap_or(cfg.initial_scale);
-    let min = annotation_i32(a, &MIN_SCALE).unwrap_or(cfg.min_scale);
-    let max = annotation_i32(a, &MAX_SCALE).unwrap_or(cfg.max_scale);
-    let mut n = initial.max(min).max(0);
-    if max > 0 {
-        n = n.min(max);
-    }
-    n.unsigned_abs()
-}
+/// The PodAutoscaler's reasons, which the revision's `Active` mirrors.
+pub use crate::autoscaling::resources::{NO_TRAFFIC, NO_TRAFFIC_MESSAGE, QUEUED, QUEUED_MESSAGE};
 
 /// Whether no route references the revision any more (`routingState: reserve`).
 pub fn is_reserve(rev: &Revision) -> bool {
@@ -91,13 +41,18 @@ pub fn is_reserve(rev: &Revision) -> bool {
 }
 
 /// The replicas to run: 0 for a reserve revision (unreachable: wisp does not wait a stable
-/// window to stop what no route can reach), else the KPA's count once it has one, else the
-/// initial scale ([`desired_scale`]).
+/// window to stop what no route can reach, nor does its min-scale hold it), else the KPA's
+/// count once it has one, else the initial scale the KPA starts from
+/// ([`initial_replicas`](wisp_autoscaler::scaler::initial_replicas): initial-scale raised
+/// to min-scale, capped at max-scale).
 pub fn replicas(rev: &Revision, cfg: &AutoscalerConfig, kpa: Option<u32>) -> u32 {
     if is_reserve(rev) {
         return 0;
     }
-    kpa.unwrap_or_else(|| desired_scale(rev, cfg))
+    kpa.unwrap_or_else(|| {
+        let cc = rev.spec.container_concurrency.unwrap_or(0);
+        initial_replicas(&DeciderSpec::resolve(&rev.metadata.annotations, cc, cfg))
+    })
 }
 
 /// Knative's `PropagateAutoscalerStatus`: the revision's `Active` condition mirrors the
@@ -119,32 +74,14 @@ pub fn propagate_autoscaler_status(
 
 /// The revision's progress deadline: its annotation, else `config-deployment`.
 pub fn progress_deadline(rev: &Revision, cfg: &Config) -> Duration {
-    rev.metadata
-        .annotations
-        .get(annotation::PROGRESS_DEADLINE)
-        .and_then(|v| GoDuration::parse(v).ok())
-        .and_then(GoDuration::to_std)
-        .or_else(|| cfg.deployment.progress_deadline.to_std())
-        .unwrap_or(Duration::from_secs(600))
-}
-
-/// The serving container: the one declaring a port, else the first.
-pub fn serving_container(rev: &Revision) -> Option<&Container> {
-    let containers = &rev.spec.pod.containers;
-    containers
-        .iter()
-        .find(|c| !c.ports.is_empty())
-        .or_else(|| containers.first())
+    rev.progress_deadline(&cfg.deployment)
 }
 
 /// What the platform needs to run the revision; None if it has no container.
 pub fn replica_spec(rev: &Revision, cfg: &Config) -> Option<ReplicaSpec> {
+    // Nothing to run without a container (validation requires one).
+    rev.serving_container()?;
     let m = &rev.metadata;
-    let timeout = rev
-        .spec
-        .timeout_seconds
-        .filter(|t| *t > 0)
-        .unwrap_or(cfg.defaults.revision_timeout_seconds);
     Some(ReplicaSpec {
         key: RevisionKey::new(&m.namespace, &m.name),
         uid: m.uid.clone(),
@@ -154,8 +91,8 @@ pub fn replica_spec(rev: &Revision, cfg: &Config) -> Option<ReplicaSpec> {
             .cloned()
             .unwrap_or_default(),
         service: m.labels.get(label::SERVICE).cloned().unwrap_or_default(),
-        container: serving_container(rev)?.clone(),
-        grace_period: Duration::from_secs(timeout.max(0).unsigned_abs()),
+        pod: rev.spec.pod.clone(),
+        grace_period: rev.timeout(&cfg.defaults),
     })
 }
 
@@ -314,6 +251,7 @@ pub fn compute_status(
 mod tests {
     use super::*;
     use crate::conditions;
+    use crate::names::annotation;
     use crate::testing::{self, crashed_replica, failed_replica, replica, test_clock};
     use ConditionStatus::{False, True, Unknown};
     use wisp_runtime::ExitInfo;
@@ -329,7 +267,7 @@ mod tests {
     }
 
     #[test]
-    fn desired_scale_table() {
+    fn initial_replicas_table() {
         let as_cfg = |initial, min, max| AutoscalerConfig {
             initial_scale: initial,
             min_scale: min,
@@ -337,7 +275,7 @@ mod tests {
             ..Default::default()
         };
         type Annotations = &'static [(&'static str, &'static str)];
-        let cases: [(&str, Annotations, AutoscalerConfig, u32); 9] = [
+        let cases: [(&str, Annotations, AutoscalerConfig, u32); 10] = [
             ("config default", &[], AutoscalerConfig::default(), 1),
             (
                 "annotation initial",
@@ -361,10 +299,19 @@ mod tests {
                 4,
             ),
             (
-                "zero initial",
+                "zero initial, where the cluster allows it",
+                &[("autoscaling.knative.dev/initial-scale", "0")],
+                AutoscalerConfig {
+                    allow_zero_initial_scale: true,
+                    ..as_cfg(1, 0, 0)
+                },
+                0,
+            ),
+            (
+                "zero initial, where the cluster does not allow it",
                 &[("autoscaling.knative.dev/initial-scale", "0")],
                 as_cfg(1, 0, 0),
-                0,
+                1,
             ),
             (
                 "raised to min annotation",
@@ -385,7 +332,7 @@ mod tests {
             ("config max caps", &[], as_cfg(7, 0, 4), 4),
         ];
         for (what, annotations, cfg, want) in cases {
-            assert_eq!(desired_scale(&rev_with(annotations), &cfg), want, "{what}");
+            assert_eq!(replicas(&rev_with(annotations), &cfg, None), want, "{what}");
         }
         // Unreachable revisions go to zero whatever their min-scale.
         let mut reserve = rev_with(&[("autoscaling.knative.dev/min-scale", "3")]);
@@ -393,7 +340,13 @@ mod tests {
             .metadata
             .labels
             .insert("serving.knative.dev/routingState".into(), "reserve".into());
-        assert_eq!(desired_scale(&reserve, &AutoscalerConfig::default()), 0);
+        assert_eq!(replicas(&reserve, &AutoscalerConfig::default(), None), 0);
+        // The KPA's count wins once it has one, except for a reserve revision.
+        assert_eq!(
+            replicas(&rev_with(&[]), &AutoscalerConfig::default(), Some(4)),
+            4
+        );
+        assert_eq!(replicas(&reserve, &AutoscalerConfig::default(), Some(4)), 0);
     }
 
     #[test]
@@ -414,7 +367,7 @@ mod tests {
         r.metadata
             .labels
             .insert(label::SERVICE.into(), "svc".into());
-        let sidecar = Container {
+        let sidecar = wisp_api::serving::Container {
             name: "sidecar".into(),
             ..Default::default()
         };
@@ -426,9 +379,11 @@ mod tests {
         assert_eq!(spec.configuration, "hello");
         assert_eq!(spec.service, "svc");
         assert_eq!(
-            spec.container.name, "user-container",
+            spec.serving_container().map(|c| c.name.as_str()),
+            Some("user-container"),
             "the container with a port serves"
         );
+        assert_eq!(spec.pod.containers.len(), 2, "the sidecar travels along");
         assert_eq!(spec.grace_period, Duration::from_secs(300));
         r.spec.timeout_seconds = Some(30);
         r.metadata.labels.remove(label::SERVICE);

@@ -81,12 +81,12 @@ impl RouteIndex {
         let key = (namespace.to_owned(), name.to_owned());
         {
             // Most route events (status updates) leave the targets alone.
-            let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+            let inner = wisp_sync::read(&self.inner);
             if inner.routes.get(&key) == targets.as_ref() {
                 return;
             }
         }
-        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        let mut inner = wisp_sync::write(&self.inner);
         inner.unlink(&key);
         if let Some(targets) = targets {
             inner.link(&key, &targets);
@@ -109,7 +109,7 @@ impl RouteIndex {
             return Vec::new();
         };
         let ns = &meta.namespace;
-        let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+        let inner = wisp_sync::read(&self.inner);
         let find = |map: &HashMap<Key, BTreeSet<String>>, target: Option<&str>| {
             target
                 .filter(|t| !t.is_empty())
@@ -129,11 +129,7 @@ impl RouteIndex {
 
     /// Number of indexed routes (for tests and debugging).
     pub fn len(&self) -> usize {
-        self.inner
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .routes
-            .len()
+        wisp_sync::read(&self.inner).routes.len()
     }
 
     pub fn is_empty(&self) -> bool {

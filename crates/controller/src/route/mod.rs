@@ -4,7 +4,8 @@
 //!
 //! Writes: the Route's status, and its entries in `ctx.routing` (removed when the Route is
 //! gone). When some target cannot be routed the previously published entries stay, so a
-//! bad update never takes a working route down (§10).
+//! bad update never takes a working route down (as Knative's `pkg/reconciler/route/route.go`
+//! keeps the last good KIngress).
 //!
 //! Not yet: gradual rollout (`rollout-duration`), TLS certificates, per-tag visibility.
 

@@ -2,7 +2,7 @@
 //! resources}`): traffic resolution, host names, status and the routing-table entries.
 //!
 //! Gradual rollout (`serving.knative.dev/rollout-duration`, `config-network.rollout-duration`,
-//! §10) is not implemented yet: traffic moves to a new latest-ready revision at once, as with
+//! `pkg/reconciler/route/traffic/rollout.go`) is not implemented yet: traffic moves to a new latest-ready revision at once, as with
 //! Knative's default duration of 0.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -20,9 +20,9 @@ use crate::{
     routing::{HostRoute, RevisionTarget, RoutingTable, Visibility},
 };
 
-pub const ALL_TRAFFIC_ASSIGNED: &str = "AllTrafficAssigned";
-pub const INGRESS_READY: &str = "IngressReady";
-pub const CERTIFICATE_PROVISIONED: &str = "CertificateProvisioned";
+pub use wisp_api::serving::condition::{
+    ALL_TRAFFIC_ASSIGNED, CERTIFICATE_PROVISIONED, INGRESS_READY,
+};
 /// Route conditions: Ready ⇐ AllTrafficAssigned, IngressReady, CertificateProvisioned.
 pub const CONDITIONS: ConditionSet = ConditionSet::new(
     READY,
@@ -439,7 +439,7 @@ pub fn status(route: &Route, outcome: &Outcome, cfg: &Config, now: DateTime<Utc>
 /// The main name splits over the targets with a non-zero percent, one entry per revision
 /// (percents of a revision listed twice are summed), in traffic order; its `tag_targets`
 /// serve the `Knative-Serving-Tag` header. A tag's own hosts send everything to the tag's
-/// revision, so a 0% tag is still reachable on its URL (§10).
+/// revision, so a 0% tag is still reachable on its URL (`pkg/reconciler/route/traffic/traffic.go`).
 pub fn host_routes(
     route: &Route,
     hosts: &Hosts,

@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
 use wisp_api::{
+    annotations::serving::ROLLOUT_DURATION,
     kinds,
     meta::{ConditionStatus, ObjectMeta, Status},
     serving::{
@@ -20,17 +21,10 @@ use crate::{
     objects,
 };
 
-/// kubectl's client-side-apply annotation: never copied to children (it describes the
-/// Service, and would make every child differ on every apply).
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-/// The rollout-duration annotation keys: they configure the Route, not the Configuration.
-pub const ROLLOUT_DURATION: [&str; 2] = [
-    "serving.knative.dev/rollout-duration",
-    "serving.knative.dev/rolloutDuration",
-];
+/// kubectl's client-side-apply annotation: never copied to children.
+pub use wisp_api::annotations::LAST_APPLIED;
 
-pub const CONFIGURATIONS_READY: &str = "ConfigurationsReady";
-pub const ROUTES_READY: &str = "RoutesReady";
+pub use wisp_api::serving::condition::{CONFIGURATIONS_READY, ROUTES_READY};
 /// Service conditions: Ready ⇐ ConfigurationsReady, RoutesReady.
 pub const CONDITIONS: ConditionSet =
     ConditionSet::new(READY, &[CONFIGURATIONS_READY, ROUTES_READY]);
@@ -41,7 +35,8 @@ pub fn configuration(svc: &Service) -> Configuration {
     labels.insert(label::SERVICE.into(), svc.metadata.name.clone());
     labels.insert(label::SERVICE_UID.into(), svc.metadata.uid.clone());
     let annotations = filter_annotations(&svc.metadata.annotations, |k| {
-        k == LAST_APPLIED || ROLLOUT_DURATION.contains(&k)
+        // Rollout duration configures the Route, not the Configuration.
+        k == LAST_APPLIED || ROLLOUT_DURATION.matches(k)
     });
     Configuration {
         api_version: API_VERSION.into(),
@@ -151,7 +146,7 @@ pub fn reconcile_route(desired: &Route, existing: &Route) -> Option<Route> {
 
 /// With a bring-your-own revision name the Route must not be reprogrammed before the
 /// Configuration has stamped out (or adopted) that revision, or traffic could briefly go to
-/// a revision of that name that is not ours (§1.1).
+/// a revision of that name that is not ours (Knative's `pkg/reconciler/service/service.go`).
 pub fn must_wait_for_configuration(cfg: &Configuration) -> bool {
     !cfg.spec.template.metadata.name.is_empty() && !observed(&cfg.metadata, status_of_cfg(cfg))
 }

@@ -52,7 +52,7 @@ use std::{
     net::{Ipv4Addr, SocketAddr, TcpListener},
     path::{Path, PathBuf},
     pin::Pin,
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{Arc, Mutex},
     time::Duration,
 };
 
@@ -61,14 +61,12 @@ use tokio::{
     sync::{broadcast, watch},
     task::JoinSet,
 };
-use wisp_api::serving::Container;
+use wisp_api::serving::{Container, PodSpec};
 
 pub use self::expand::PASS_THROUGH;
 pub use self::probe::USER_AGENT;
 use self::{logs::RevisionLogs, supervisor::Replica};
-use crate::{
-    Failure, LogLine, Platform, ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey, RuntimeError,
-};
+use crate::{Failure, LogLine, Platform, ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
 
 /// Tunables of the process runtime. The defaults suit a developer's machine.
 #[derive(Clone, Debug)]
@@ -187,13 +185,30 @@ impl ReplicaEntry {
     }
 }
 
-/// Locks a mutex, ignoring poisoning: every critical section leaves the data consistent.
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
+pub(crate) use wisp_sync::lock;
+
+/// Why the process platform could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    #[error("the process runtime must be created inside a tokio runtime")]
+    NoRuntime,
+    #[error("state directory {}: {source}", path.display())]
+    StateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
-/// Why a revision cannot run here, if it cannot.
-fn failure(c: &Container) -> Option<Failure> {
+/// Why a revision cannot run here, if it cannot: the process platform runs the serving
+/// container's `command`, so it needs that container and that command.
+fn failure(spec: &ReplicaSpec) -> Option<Failure> {
+    let Some(c) = spec.serving_container() else {
+        return Some(Failure {
+            reason: "ContainerMissing".into(),
+            message: "the revision has no container to run".into(),
+        });
+    };
     if !c.command.is_empty() {
         return None;
     }
@@ -210,6 +225,58 @@ fn failure(c: &Container) -> Option<Failure> {
         reason: "ContainerMissing".into(),
         message,
     })
+}
+
+/// The parts of a revision's pod the process platform runs without, named for the log: it
+/// runs one process, the serving container's `command`, with its env, working directory and
+/// probes, on the host as wisp's user. Empty when it runs the whole pod.
+pub fn left_out(pod: &PodSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    let serving = pod.serving_container().map(|c| c.name.as_str());
+    let mut names = |what: &str, cs: &mut dyn Iterator<Item = &Container>| {
+        let names: Vec<&str> = cs.map(|c| c.name.as_str()).collect();
+        if !names.is_empty() {
+            out.push(format!("{what} {}", names.join(", ")));
+        }
+    };
+    names(
+        "sidecar container(s)",
+        &mut pod
+            .containers
+            .iter()
+            .filter(|c| Some(c.name.as_str()) != serving),
+    );
+    names("init container(s)", &mut pod.init_containers.iter());
+    if !pod.volumes.is_empty() {
+        let volumes: Vec<&str> = pod.volumes.iter().map(|v| v.name.as_str()).collect();
+        out.push(format!("volume(s) {}", volumes.join(", ")));
+    }
+    if !pod.service_account_name.is_empty() {
+        out.push(format!("service account {}", pod.service_account_name));
+    }
+    if pod.extra.contains_key("securityContext") {
+        out.push("the pod's securityContext".into());
+    }
+    if let Some(c) = pod.serving_container() {
+        if c.security_context.is_some() {
+            out.push(format!("container {}'s securityContext", c.name));
+        }
+        if !c.volume_mounts.is_empty() {
+            out.push(format!("container {}'s volumeMounts", c.name));
+        }
+    }
+    out
+}
+
+fn warn_left_out(spec: &ReplicaSpec) {
+    let left_out = left_out(&spec.pod);
+    if !left_out.is_empty() {
+        tracing::warn!(
+            revision = %spec.key,
+            "the process platform runs only the serving container's command; left out: {}",
+            left_out.join("; ")
+        );
+    }
 }
 
 /// A free loopback port: bound and released at once. Another process could take it in
@@ -373,6 +440,14 @@ impl Inner {
                 .flat_map(|r| r.replicas.values())
                 .map(|e| e.status.address.port())
                 .collect();
+            // Once per revision (and spec): say what of its pod does not run here.
+            if state
+                .revisions
+                .get(&spec.key)
+                .is_none_or(|r| *r.spec != *spec)
+            {
+                warn_left_out(spec);
+            }
             let rev = state
                 .revisions
                 .entry(spec.key.clone())
@@ -398,7 +473,7 @@ impl Inner {
             }
             rev.removing = false;
             rev.desired = replicas;
-            rev.failure = failure(&spec.container);
+            rev.failure = failure(spec);
             if rev.failure.is_none() {
                 changed |= self.converge(&mut state.next_id, rev, &spec.key, &mut taken);
             }

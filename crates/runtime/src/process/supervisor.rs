@@ -69,7 +69,10 @@ impl Replica {
             _ = cleaned_up.wait_for(|d| *d) => {}
             _ = stop_requested(&mut stop) => {}
         }
-        let c = &self.spec.container;
+        // `scale` starts no replica of a spec without a serving container (its failure).
+        let Some(c) = self.spec.serving_container() else {
+            return;
+        };
         let id = expand::Identity {
             service: &self.spec.service,
             configuration: &self.spec.configuration,

@@ -13,7 +13,7 @@ use std::{
 
 use nix::{sys::signal::kill, unistd::Pid};
 use tokio::sync::broadcast::error::RecvError;
-use wisp_api::serving::{Container, ExecAction, HttpGetAction, Probe, TcpSocketAction};
+use wisp_api::serving::{Container, ExecAction, HttpGetAction, PodSpec, Probe, TcpSocketAction};
 
 use super::{ProcessOptions, ProcessPlatform, records};
 use crate::{Platform, ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
@@ -93,10 +93,13 @@ fn spec(name: &str, script: &str, readiness: Probe) -> ReplicaSpec {
         uid: format!("uid-{name}"),
         configuration: "cfg".into(),
         service: "svc".into(),
-        container: Container {
-            image: "ignored".into(),
-            command: vec!["sh".into(), "-c".into(), script.into()],
-            readiness_probe: Some(readiness),
+        pod: PodSpec {
+            containers: vec![Container {
+                image: "ignored".into(),
+                command: vec!["sh".into(), "-c".into(), script.into()],
+                readiness_probe: Some(readiness),
+                ..Default::default()
+            }],
             ..Default::default()
         },
         grace_period: Duration::from_secs(5),
@@ -184,7 +187,7 @@ async fn replicas_get_their_own_port_env_and_become_ready_over_http() {
         probe,
     );
     let mut s = s;
-    s.container.working_dir = dir.path().display().to_string();
+    s.pod.containers[0].working_dir = dir.path().display().to_string();
     p.scale(&s, 2);
     let ready = wait_for(&p, &s.key, "2 ready replicas", all_ready(2)).await;
     let names: Vec<&str> = ready.iter().map(|r| r.name.as_str()).collect();
@@ -291,7 +294,7 @@ async fn exits_by_signal_and_with_code_zero_are_crashes() {
     for (name, script, code, signal) in cases {
         let mut s = spec(name, script, exec_probe(&["true"]));
         if script.is_empty() {
-            s.container.command = vec!["/nonexistent/wisp-test-binary".into()];
+            s.pod.containers[0].command = vec!["/nonexistent/wisp-test-binary".into()];
         }
         p.scale(&s, 1);
         let exit = wait_for(&p, &s.key, "an exit", |r| r.first()?.last_exit.clone()).await;
@@ -406,12 +409,12 @@ async fn failing_liveness_and_startup_probes_restart_the_replica() {
         exec_probe(&["true"]),
     );
     // Two failures (one period apart) leave the process time to say something first.
-    live.container.liveness_probe = Some(Probe {
+    live.pod.containers[0].liveness_probe = Some(Probe {
         failure_threshold: Some(2),
         ..strict(nothing_listens)
     });
     let mut startup = spec("startup-00001", "exec sleep 60", exec_probe(&["true"]));
-    startup.container.startup_probe = Some(strict(exec_probe(&["false"])));
+    startup.pod.containers[0].startup_probe = Some(strict(exec_probe(&["false"])));
 
     for s in [&live, &startup] {
         p.scale(s, 1);
@@ -465,8 +468,8 @@ async fn readiness_follows_the_probe_after_ready() {
 async fn an_image_without_command_is_a_failure_and_nothing_starts() {
     let (p, dir) = platform(fast());
     let mut s = spec("image-00001", "", Probe::default());
-    s.container.command.clear();
-    s.container.image = "ghcr.io/knative/helloworld-go".into();
+    s.pod.containers[0].command.clear();
+    s.pod.containers[0].image = "ghcr.io/knative/helloworld-go".into();
     p.scale(&s, 2);
     let r = p.replicas(&s.key);
     assert_eq!(r.len(), 2);
@@ -681,5 +684,52 @@ fn a_new_replica_never_gets_a_port_another_replica_holds() {
                 .ok_or_else(|| std::io::Error::other("no more ports"))
         });
         assert_eq!(got.ok(), want, "offered {offered:?}");
+    }
+}
+
+#[test]
+fn what_the_process_platform_leaves_out_is_named() {
+    let app = |name: &str, port: bool| Container {
+        name: name.into(),
+        command: vec!["app".into()],
+        ports: if port {
+            vec![wisp_api::serving::ContainerPort {
+                container_port: 8080,
+                ..Default::default()
+            }]
+        } else {
+            Vec::new()
+        },
+        ..Default::default()
+    };
+    let pod = |containers: Vec<Container>| PodSpec {
+        containers,
+        ..Default::default()
+    };
+    let mut full = pod(vec![app("proxy", false), app("user-container", true)]);
+    full.init_containers = vec![app("migrate", false)];
+    full.volumes =
+        serde_json::from_value(serde_json::json!([{"name": "cfg", "emptyDir": {}}])).unwrap();
+    full.service_account_name = "robot".into();
+    let cases: [(&str, PodSpec, &[&str]); 3] = [
+        ("one container: nothing", pod(vec![app("a", true)]), &[]),
+        (
+            "no port anywhere: the first serves, the second is a sidecar",
+            pod(vec![app("a", false), app("b", false)]),
+            &["sidecar container(s) b"],
+        ),
+        (
+            "everything else in a pod",
+            full,
+            &[
+                "sidecar container(s) proxy",
+                "init container(s) migrate",
+                "volume(s) cfg",
+                "service account robot",
+            ],
+        ),
+    ];
+    for (what, pod, want) in cases {
+        assert_eq!(super::left_out(&pod), want, "{what}");
     }
 }

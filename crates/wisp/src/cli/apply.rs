@@ -16,8 +16,8 @@ use super::{GlobalArgs, Outcome, kind_of_document, obj};
 
 /// Annotations the server owns; apply keeps the stored values.
 pub const PRESERVED_ANNOTATIONS: [&str; 2] = [
-    "serving.knative.dev/creator",
-    "serving.knative.dev/lastModifier",
+    wisp_api::annotations::serving::CREATOR,
+    wisp_api::annotations::serving::LAST_MODIFIER,
 ];
 
 /// How many times apply re-reads and retries after a 409 Conflict.
@@ -53,7 +53,7 @@ impl Action {
 
 /// Where apply records what it applied, as kubectl does, so that the next apply can tell a
 /// field the user removed from the file (delete it) from one the server defaulted (keep it).
-pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+pub use wisp_api::annotations::LAST_APPLIED;
 
 /// The manifest as apply records it in [`LAST_APPLIED`]: without `status`, without the
 /// annotation itself, with the namespace it was applied to.
@@ -310,7 +310,12 @@ pub fn run(args: ApplyArgs) -> Outcome {
         };
         let ns = namespace_for(&doc.value, &args.global.namespace);
         match apply_one(&client, kind, doc, ns) {
-            Ok((action, name)) => println!("{}/{} {}", kind.qualified(), name, action.as_str()),
+            Ok((action, name)) => super::out(format_args!(
+                "{}/{} {}\n",
+                kind.qualified(),
+                name,
+                action.as_str()
+            ))?,
             Err(DocError::Client(msg)) => {
                 eprintln!("error: {msg}");
                 ok = false;

@@ -159,13 +159,15 @@ pub fn run(args: AutoscaleArgs) -> anyhow::Result<bool> {
     let sim = simulate(&spec, &trace, &options);
     match a.output {
         Format::Table => {
-            print!("{}", sim.to_table());
-            println!();
-            print!("{}", sim.to_ascii_chart(72, 16));
+            super::out(format_args!(
+                "{}\n{}",
+                sim.to_table(),
+                sim.to_ascii_chart(72, 16)
+            ))?;
         }
-        Format::Csv => print!("{}", sim.to_csv()),
-        Format::Json => print!("{}", sim.to_json()),
-        Format::Svg => print!("{}", sim.to_svg()),
+        Format::Csv => super::out(format_args!("{}", sim.to_csv()))?,
+        Format::Json => super::out(format_args!("{}", sim.to_json()))?,
+        Format::Svg => super::out(format_args!("{}", sim.to_svg()))?,
     }
     Ok(true)
 }

@@ -35,19 +35,16 @@ struct Target {
     source: Option<String>,
 }
 
-fn delete_one(client: &Client, t: &Target, ignore_not_found: bool) -> Result<bool, ApiError> {
+fn delete_one(client: &Client, t: &Target, ignore_not_found: bool) -> anyhow::Result<bool> {
     match client.delete(t.kind, &t.ns, &t.name) {
         Ok(_) => {
-            println!("{}", deleted_line(t.kind, &t.name));
+            super::out(format_args!("{}\n", deleted_line(t.kind, &t.name)))?;
             Ok(true)
         }
         Err(e) if e.is_not_found() && ignore_not_found => Ok(true),
         Err(ApiError::Status(mut s)) => {
             if s.code == 404 && s.message.is_empty() {
-                s.message = format!(
-                    "{}.{} \"{}\" not found",
-                    t.kind.plural, t.kind.group, t.name
-                );
+                s.message = format!("{} \"{}\" not found", t.kind.store_key(), t.name);
             }
             let ctx = t
                 .source
@@ -56,7 +53,7 @@ fn delete_one(client: &Client, t: &Target, ignore_not_found: bool) -> Result<boo
             eprintln!("{}", super::client::server_error_line(&s, ctx.as_deref()));
             Ok(false)
         }
-        Err(e) => Err(e),
+        Err(e) => Err(e.into()),
     }
 }
 

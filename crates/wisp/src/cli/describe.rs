@@ -377,7 +377,7 @@ pub fn run(args: DescribeArgs) -> Outcome {
         .iter()
         .map(|(k, o)| describe(k, o, &objects, now))
         .collect();
-    print!("{}", texts.join("\n\n"));
+    super::out(format_args!("{}", texts.join("\n\n")))?;
     Ok(ok)
 }
 

@@ -208,7 +208,7 @@ pub fn run(args: GetArgs) -> Outcome {
     if total == 0 && !has_names && output != Output::Json && output != Output::Yaml {
         eprintln!("{}", no_resources_message(ns));
     } else if !(total == 0 && has_names) {
-        print!("{text}");
+        super::out(format_args!("{text}"))?;
     }
     std::io::stdout().flush()?;
     Ok(ok)

@@ -16,6 +16,13 @@ pub mod printers;
 
 use std::path::PathBuf;
 
+/// Writes a command's output to stdout. Unlike `print!`, a closed pipe (`wisp get … | head`)
+/// comes back as an `io::Error` of kind `BrokenPipe`, which `main` turns into a quiet exit.
+pub fn out(args: std::fmt::Arguments<'_>) -> std::io::Result<()> {
+    use std::io::Write;
+    std::io::stdout().lock().write_fmt(args)
+}
+
 use wisp_api::kinds::{self, ResourceKind};
 
 pub use client::{ApiError, Client};

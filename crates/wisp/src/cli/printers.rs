@@ -1,5 +1,6 @@
 //! Output formatting shared by the client commands: kubectl's table layout (tabwriter with
-//! padding 3), the printer columns of each kind (reference §2), `HumanDuration` ages and the
+//! padding 3), the printer columns of each kind (the `additionalPrinterColumns` of Knative's
+//! `config/core/300-resources/*.yaml`), `HumanDuration` ages and the
 //! `-o json|yaml|name` formats.
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -99,7 +100,7 @@ pub fn age(timestamp: Option<&str>, now: DateTime<Utc>) -> String {
     }
 }
 
-/// The kind-specific printer columns of reference §2 (between NAME and AGE).
+/// The kind-specific printer columns of `config/core/300-resources/*.yaml` (between NAME and AGE).
 pub fn kind_columns(kind: &ResourceKind) -> &'static [&'static str] {
     match kind.kind {
         "Service" => &["URL", "LATESTCREATED", "LATESTREADY", "READY", "REASON"],
@@ -125,7 +126,7 @@ pub fn ready_condition(o: &Value) -> (String, String) {
         .and_then(Value::as_array)
         .and_then(|cs| {
             cs.iter()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+                .find(|c| c.get("type").and_then(Value::as_str) == Some(wisp_api::meta::READY))
         });
     match cond {
         Some(c) => (
@@ -178,8 +179,8 @@ pub fn kind_cells(kind: &ResourceKind, o: &Value) -> Vec<String> {
             reason,
         ],
         "Revision" => vec![
-            label(o, "serving.knative.dev/configuration"),
-            label(o, "serving.knative.dev/configurationGeneration"),
+            label(o, wisp_api::labels::CONFIGURATION),
+            label(o, wisp_api::labels::CONFIGURATION_GENERATION),
             ready,
             reason,
             cell(o, "/status/actualReplicas"),

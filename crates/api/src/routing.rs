@@ -1,6 +1,10 @@
 //! The resolved routing the route reconciler publishes for the ingress: host → weighted
 //! revision targets. Immutable snapshots swapped atomically, so the request path reads
 //! them without locks.
+//!
+//! Here, in the pure API crate, so that the controller (which writes it) and the ingress
+//! (which reads it) share it without the front door depending on the controller and its
+//! store.
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! and the activator's hold queue — and [`RevisionBackend::serve`], the request path.
 //!
 //! The path depends on whether the activator is in the path (Knative's SKS mode, read per
-//! request through [`InPath`]):
+//! request through the [`Kpa`] link):
 //!
 //! - **Serve** (or containerConcurrency 0, whose capacity is unlimited): straight to a
 //!   replica picked by the policy; its queue runs CC at once, queues 10 × CC more and answers
@@ -22,7 +22,6 @@ use std::future::Future;
 use std::{
     collections::BTreeMap,
     net::SocketAddr,
-    ops::Deref,
     pin::Pin,
     sync::{
         Arc, Mutex,
@@ -35,11 +34,12 @@ use std::{
 use arc_swap::ArcSwap;
 use bytes::Bytes;
 use hyper::{
-    Request, Response, StatusCode,
+    Request, Response,
     body::{Frame, Incoming, SizeHint},
 };
 use tokio::time::Instant;
-use wisp_net::{Body, BoxError, ForwardContext, text_response};
+use wisp_autoscaler::{ActivatorLink, RoutingMode};
+use wisp_net::{Body, BoxError, ForwardContext, Synthetic};
 use wisp_queue::{QueueConfig, ReplicaQueue};
 use wisp_runtime::{ReplicaPhase, ReplicaStatus, RevisionKey};
 
@@ -49,9 +49,10 @@ use crate::{
 };
 
 /// Knative's activator answers these.
-pub const QUEUE_FULL_MESSAGE: &str = "activator queue full";
-pub const TIMEOUT_MESSAGE: &str = "activator request timeout";
-pub const GONE_MESSAGE: &str = "revision is gone";
+pub use wisp_net::synthetic::{
+    ACTIVATOR_QUEUE_FULL as QUEUE_FULL_MESSAGE, ACTIVATOR_TIMEOUT as TIMEOUT_MESSAGE,
+    REVISION_GONE as GONE_MESSAGE,
+};
 
 /// While every ready replica refused the connection, re-check this often (the platform may
 /// not have noticed yet that they died).
@@ -63,13 +64,10 @@ const UNREACHED_RECHECK: Duration = Duration::from_millis(200);
 /// occupied slot is a throttled one, waiting is purely event-driven.
 const UNTRACKED_RECHECK: Duration = Duration::from_millis(50);
 
-/// Asks for replicas of a revision (the "poke"): wired to the controller's demand registry.
-pub type Poke = Arc<dyn Fn(&RevisionKey) + Send + Sync>;
-
-/// Whether the activator is in a revision's path now (Knative's SKS Proxy mode: at zero,
-/// short of burst capacity, or TBC = -1): wired to the KPA's published routing mode. Called
-/// once per request, so it must be cheap.
-pub type InPath = Arc<dyn Fn(&RevisionKey) -> bool + Send + Sync>;
+/// The activator's link to the KPA: the poke (a request has to wait) and the routing mode
+/// (whether the activator is in a revision's path: Knative's SKS Proxy mode, at zero, short
+/// of burst capacity, or TBC = -1). `wisp serve` wires the controller's `Scaling`.
+pub type Kpa = Arc<dyn ActivatorLink<RevisionKey>>;
 
 impl Slot for ReplicaQueue {
     fn in_flight(&self) -> usize {
@@ -81,19 +79,13 @@ impl Slot for ReplicaQueue {
 }
 
 /// A replica as the activator sees it: its queue-proxy, and the requests the activator
-/// throttled onto it (Proxy mode) that have not finished yet. Derefs to the queue.
+/// throttled onto it (Proxy mode) that have not finished yet. Reach the queue through
+/// [`Endpoint::queue`], so that a call says whose `serve` it is.
 #[derive(Debug)]
 pub struct Endpoint {
     queue: Arc<ReplicaQueue>,
     /// Throttled requests sent here and not finished (Knative's per-pod activator breaker).
     reserved: AtomicUsize,
-}
-
-impl Deref for Endpoint {
-    type Target = ReplicaQueue;
-    fn deref(&self) -> &ReplicaQueue {
-        &self.queue
-    }
 }
 
 impl Endpoint {
@@ -238,8 +230,7 @@ pub struct RevisionBackend {
     hold: Arc<Hold>,
     /// Set while one waiter re-checks on a timer for slots freed by untracked requests.
     untracked_poller: AtomicBool,
-    poke: Poke,
-    in_path: InPath,
+    kpa: Kpa,
     /// Requests that arrived (for the per-second demand keep-alive and stats).
     requests: AtomicU64,
 }
@@ -258,14 +249,8 @@ impl std::fmt::Debug for RevisionBackend {
 
 impl RevisionBackend {
     /// A backend with no replicas yet; `hold_bound` requests may wait in the activator (for
-    /// a replica, or for capacity while `in_path` says the activator is in the path).
-    pub fn new(
-        key: RevisionKey,
-        cfg: QueueConfig,
-        hold_bound: usize,
-        poke: Poke,
-        in_path: InPath,
-    ) -> Self {
+    /// a replica, or for capacity while the KPA's mode puts the activator in the path).
+    pub fn new(key: RevisionKey, cfg: QueueConfig, hold_bound: usize, kpa: Kpa) -> Self {
         RevisionBackend {
             balancer: Balancer::new(Policy::for_cc(cfg.container_concurrency)),
             key,
@@ -274,8 +259,7 @@ impl RevisionBackend {
             known: Mutex::new(BTreeMap::new()),
             hold: Arc::new(Hold::new(hold_bound)),
             untracked_poller: AtomicBool::new(false),
-            poke,
-            in_path,
+            kpa,
             requests: AtomicU64::new(0),
         }
     }
@@ -317,7 +301,7 @@ impl RevisionBackend {
     }
 
     fn lock_known(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Arc<Endpoint>>> {
-        self.known.lock().unwrap_or_else(|e| e.into_inner())
+        wisp_sync::lock(&self.known)
     }
 
     /// Brings the replica set in line with what the platform reports. A replica keeps its
@@ -336,10 +320,10 @@ impl RevisionBackend {
                 continue;
             }
             let e = match known.remove(&r.name) {
-                Some(e) if e.addr() == r.address => e,
+                Some(e) if e.queue().addr() == r.address => e,
                 old => {
                     if let Some(old) = old {
-                        old.close_idle();
+                        old.queue().close_idle();
                     }
                     Arc::new(Endpoint::new(ReplicaQueue::new(
                         r.name.clone(),
@@ -355,7 +339,7 @@ impl RevisionBackend {
         }
         // Gone or terminating: out of every set. In-flight requests keep their Arc.
         for (_, e) in std::mem::replace(&mut *known, next) {
-            e.close_idle();
+            e.queue().close_idle();
         }
         let current = self.ready.load();
         let same = current.len() == ready.len()
@@ -383,7 +367,7 @@ impl RevisionBackend {
         }
         let rest: Vec<&Arc<Endpoint>> = ready
             .iter()
-            .filter(|e| !tried.contains(&e.addr()))
+            .filter(|e| !tried.contains(&e.queue().addr()))
             .collect();
         self.balancer.pick(&rest[..]).map(|i| rest[i].clone())
     }
@@ -398,7 +382,7 @@ impl RevisionBackend {
         // Rare (a replica refused the connection): the clones do not matter.
         let rest: Vec<Arc<Endpoint>> = ready
             .iter()
-            .filter(|e| !tried.contains(&e.addr()))
+            .filter(|e| !tried.contains(&e.queue().addr()))
             .cloned()
             .collect();
         self.reserve_among(&rest[..])
@@ -444,7 +428,7 @@ impl RevisionBackend {
     ) -> impl Future<Output = Response<Body>> + Send + '_ {
         async move {
             self.requests.fetch_add(1, Ordering::Relaxed);
-            let in_path = (self.in_path)(&self.key);
+            let in_path = self.kpa.mode(&self.key) == RoutingMode::Proxy;
             let throttled = in_path && self.cfg.container_concurrency > 0;
             let deadline = (!self.cfg.timeout.is_zero()).then(|| Instant::now() + self.cfg.timeout);
             let mut held = false;
@@ -453,7 +437,7 @@ impl RevisionBackend {
             let mut tried: Vec<SocketAddr> = Vec::new();
             loop {
                 if self.hold.is_closed() {
-                    return text_response(StatusCode::SERVICE_UNAVAILABLE, GONE_MESSAGE);
+                    return Synthetic::RevisionGone.response();
                 }
                 // Knative counts the requests that came through the activator apart.
                 ctx.proxied_by_activator = in_path || held;
@@ -479,7 +463,7 @@ impl RevisionBackend {
                     }
                 };
                 if let Some((e, slot)) = chosen {
-                    match e.serve(req, &ctx).await {
+                    match e.queue().serve(req, &ctx).await {
                         Ok(resp) => {
                             return match slot {
                                 Some(slot) => resp.map(|body| {
@@ -493,7 +477,7 @@ impl RevisionBackend {
                         }
                         Err(back) => {
                             req = back;
-                            tried.push(e.addr());
+                            tried.push(e.queue().addr());
                             continue;
                         }
                     }
@@ -501,10 +485,10 @@ impl RevisionBackend {
 
                 // No replica to go to (ask for one), or none with a free slot: wait.
                 if !any_ready {
-                    (self.poke)(&self.key);
+                    self.kpa.poke(&self.key);
                 }
                 let Some(waiter) = self.hold.register_at(!held, front) else {
-                    return text_response(StatusCode::SERVICE_UNAVAILABLE, QUEUE_FULL_MESSAGE);
+                    return Synthetic::ActivatorQueueFull.response();
                 };
                 held = true;
                 front = false;
@@ -533,10 +517,10 @@ impl RevisionBackend {
                         front = wake == Wake::One;
                     }
                     Err(HoldError::Closed) => {
-                        return text_response(StatusCode::SERVICE_UNAVAILABLE, GONE_MESSAGE);
+                        return Synthetic::RevisionGone.response();
                     }
                     Err(HoldError::Timeout) if Instant::now() >= overall => {
-                        return text_response(StatusCode::GATEWAY_TIMEOUT, TIMEOUT_MESSAGE);
+                        return Synthetic::ActivatorTimeout.response();
                     }
                     Err(HoldError::Timeout) => tried.clear(),
                 }
@@ -556,7 +540,7 @@ impl RevisionBackend {
         self.ready
             .load()
             .iter()
-            .any(|e| !tried.contains(&e.addr()) && (!throttled || e.has_capacity()))
+            .any(|e| !tried.contains(&e.queue().addr()) && (!throttled || e.has_capacity()))
     }
 
     /// Whether some candidate replica is full only of requests the activator did not
@@ -565,7 +549,7 @@ impl RevisionBackend {
         self.ready
             .load()
             .iter()
-            .any(|e| !tried.contains(&e.addr()) && e.full_of_untracked())
+            .any(|e| !tried.contains(&e.queue().addr()) && e.full_of_untracked())
     }
 }
 
@@ -599,20 +583,26 @@ mod tests {
     fn backend() -> (RevisionBackend, Arc<AtomicUsize>) {
         let pokes = Arc::new(AtomicUsize::new(0));
         let p = pokes.clone();
+        struct Counting(Arc<AtomicUsize>);
+        impl ActivatorLink<RevisionKey> for Counting {
+            fn poke(&self, _: &RevisionKey) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+            fn mode(&self, _: &RevisionKey) -> RoutingMode {
+                RoutingMode::Proxy
+            }
+        }
         let b = RevisionBackend::new(
             RevisionKey::new("default", "hello-00001"),
             cfg(2),
             10,
-            Arc::new(move |_: &RevisionKey| {
-                p.fetch_add(1, Ordering::Relaxed);
-            }),
-            Arc::new(|_: &RevisionKey| true),
+            Arc::new(Counting(p)),
         );
         (b, pokes)
     }
 
     fn names(v: &[Arc<Endpoint>]) -> Vec<&str> {
-        v.iter().map(|q| q.replica()).collect()
+        v.iter().map(|q| q.queue().replica()).collect()
     }
 
     #[test]
@@ -647,10 +637,10 @@ mod tests {
         let ready = b.ready();
         assert_eq!(names(&ready), ["r1"]);
         assert!(!Arc::ptr_eq(&ready[0], &r1));
-        assert_eq!(ready[0].addr().port(), 3);
+        assert_eq!(ready[0].queue().addr().port(), 3);
         assert_eq!(b.known().len(), 1);
         // A request still holding r2's queue keeps it alive.
-        assert_eq!(r2.replica(), "r2");
+        assert_eq!(r2.queue().replica(), "r2");
 
         b.close();
         assert!(b.ready().is_empty());
@@ -680,11 +670,14 @@ mod tests {
         let (b, _) = backend();
         b.set_replicas(&[replica("r1", 1, Ready), replica("r2", 2, Ready)]);
         let first = b.pick(&[]).unwrap();
-        assert_eq!(first.replica(), "r1", "first available");
-        let other = b.pick(&[first.addr()]).unwrap();
-        assert_eq!(other.replica(), "r2");
-        assert!(b.pick(&[first.addr(), other.addr()]).is_none());
-        assert!(!b.can_go(false, &[first.addr(), other.addr()]));
+        assert_eq!(first.queue().replica(), "r1", "first available");
+        let other = b.pick(&[first.queue().addr()]).unwrap();
+        assert_eq!(other.queue().replica(), "r2");
+        assert!(
+            b.pick(&[first.queue().addr(), other.queue().addr()])
+                .is_none()
+        );
+        assert!(!b.can_go(false, &[first.queue().addr(), other.queue().addr()]));
     }
 
     #[test]
@@ -697,7 +690,7 @@ mod tests {
         for want in ["r1", "r1", "r2", "r2"] {
             match b.reserve(&[]) {
                 Capacity::Slot(s) => {
-                    assert_eq!(s.endpoint.replica(), want);
+                    assert_eq!(s.endpoint.queue().replica(), want);
                     slots.push(s);
                 }
                 _ => panic!("a free slot was expected"),
@@ -727,9 +720,11 @@ mod tests {
                 Ok(Wake::One)
             );
         });
-        assert!(matches!(b.reserve(&[]), Capacity::Slot(s) if s.endpoint.replica() == "r1"));
+        assert!(
+            matches!(b.reserve(&[]), Capacity::Slot(s) if s.endpoint.queue().replica() == "r1")
+        );
         // Tried replicas are skipped; none left ⇒ no replica.
-        let (a1, a2) = (ready[0].addr(), ready[1].addr());
+        let (a1, a2) = (ready[0].queue().addr(), ready[1].queue().addr());
         assert!(matches!(b.reserve(&[a1]), Capacity::Full));
         assert!(matches!(b.reserve(&[a1, a2]), Capacity::NoReplica));
         drop(slots);

@@ -1,0 +1,184 @@
+//! The annotation keys wisp reads from a revision (or its parents), each defined once, with
+//! the legacy camelCase aliases Knative still honours: the autoscaling keys of Knative's
+//! `pkg/apis/autoscaling/register.go` and the serving keys of `pkg/apis/serving/register.go`.
+//! Validation (`validation/annotations.rs`), the KPA (`wisp-autoscaler`'s `targets.rs`) and
+//! the controllers all look keys up here, so a new alias is one edit.
+
+use std::collections::BTreeMap;
+
+/// An annotation key and its legacy aliases, in priority order (Knative's
+/// `kmap.KeyPriority`): the first present wins.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Key(&'static [&'static str]);
+
+impl Key {
+    /// The current spelling.
+    pub const fn name(&self) -> &'static str {
+        self.0[0]
+    }
+
+    /// Every spelling, the current one first.
+    pub const fn aliases(&self) -> &'static [&'static str] {
+        self.0
+    }
+
+    /// The first spelling present in `m`, with its value.
+    pub fn get<'a>(&self, m: &'a BTreeMap<String, String>) -> Option<(&'static str, &'a str)> {
+        self.0
+            .iter()
+            .find_map(|k| m.get(*k).map(|v| (*k, v.as_str())))
+    }
+
+    /// The value of the first spelling present in `m`.
+    pub fn value<'a>(&self, m: &'a BTreeMap<String, String>) -> Option<&'a str> {
+        self.get(m).map(|(_, v)| v)
+    }
+
+    /// Whether `k` is one of this key's spellings.
+    pub fn matches(&self, k: &str) -> bool {
+        self.0.contains(&k)
+    }
+}
+
+/// kubectl's client-side-apply annotation: never copied from a parent to its children (it
+/// describes the parent, and would make every child differ on every apply).
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// `autoscaling.knative.dev/*`: read from a revision template's annotations.
+pub mod autoscaling {
+    use super::Key;
+
+    /// The annotation group: any key under it outside a revision template is an error.
+    pub const GROUP: &str = "autoscaling.knative.dev";
+
+    pub const CLASS: Key = Key(&["autoscaling.knative.dev/class"]);
+    pub const METRIC: Key = Key(&["autoscaling.knative.dev/metric"]);
+    pub const TARGET: Key = Key(&["autoscaling.knative.dev/target"]);
+    pub const TARGET_UTILIZATION: Key = Key(&[
+        "autoscaling.knative.dev/target-utilization-percentage",
+        "autoscaling.knative.dev/targetUtilizationPercentage",
+    ]);
+    pub const WINDOW: Key = Key(&["autoscaling.knative.dev/window"]);
+    pub const PANIC_WINDOW: Key = Key(&[
+        "autoscaling.knative.dev/panic-window-percentage",
+        "autoscaling.knative.dev/panicWindowPercentage",
+    ]);
+    pub const PANIC_THRESHOLD: Key = Key(&[
+        "autoscaling.knative.dev/panic-threshold-percentage",
+        "autoscaling.knative.dev/panicThresholdPercentage",
+    ]);
+    pub const MIN_SCALE: Key = Key(&[
+        "autoscaling.knative.dev/min-scale",
+        "autoscaling.knative.dev/minScale",
+    ]);
+    pub const MAX_SCALE: Key = Key(&[
+        "autoscaling.knative.dev/max-scale",
+        "autoscaling.knative.dev/maxScale",
+    ]);
+    pub const INITIAL_SCALE: Key = Key(&[
+        "autoscaling.knative.dev/initial-scale",
+        "autoscaling.knative.dev/initialScale",
+    ]);
+    pub const ACTIVATION_SCALE: Key = Key(&["autoscaling.knative.dev/activation-scale"]);
+    pub const SCALE_DOWN_DELAY: Key = Key(&[
+        "autoscaling.knative.dev/scale-down-delay",
+        "autoscaling.knative.dev/scaleDownDelay",
+    ]);
+    pub const RETENTION: Key = Key(&[
+        "autoscaling.knative.dev/scale-to-zero-pod-retention-period",
+        "autoscaling.knative.dev/scaleToZeroPodRetentionPeriod",
+    ]);
+    pub const TARGET_BURST_CAPACITY: Key = Key(&[
+        "autoscaling.knative.dev/target-burst-capacity",
+        "autoscaling.knative.dev/targetBurstCapacity",
+    ]);
+    pub const ALGORITHM: Key = Key(&[
+        "autoscaling.knative.dev/metric-aggregation-algorithm",
+        "autoscaling.knative.dev/metricAggregationAlgorithm",
+    ]);
+}
+
+/// `serving.knative.dev/*` keys with a meaning for rollout and start-up.
+pub mod serving {
+    use std::{collections::BTreeMap, time::Duration};
+
+    use super::Key;
+    use crate::{config::DeploymentConfig, duration::GoDuration};
+
+    /// Configures the Route (gradual rollout), never copied to a Configuration.
+    pub const ROLLOUT_DURATION: Key = Key(&[
+        "serving.knative.dev/rollout-duration",
+        "serving.knative.dev/rolloutDuration",
+    ]);
+    /// Who created / last changed an object: set by the API server, never by a user.
+    pub const CREATOR: &str = "serving.knative.dev/creator";
+    pub const LAST_MODIFIER: &str = "serving.knative.dev/lastModifier";
+    /// Comma-sorted names of the routes referencing a configuration or revision.
+    pub const ROUTES: &str = "serving.knative.dev/routes";
+    pub const ROUTING_STATE_MODIFIED: &str = "serving.knative.dev/routingStateModified";
+    /// `true` keeps a revision from garbage collection.
+    pub const NO_GC: &str = "serving.knative.dev/no-gc";
+
+    /// How long a revision may take to reach its initial scale.
+    pub const PROGRESS_DEADLINE: Key = Key(&["serving.knative.dev/progress-deadline"]);
+
+    /// The progress deadline of a revision (or of its PodAutoscaler, which carries the same
+    /// annotations): the annotation when it parses and is not 0, else `config-deployment`'s
+    /// `progress-deadline`.
+    pub fn progress_deadline(
+        annotations: &BTreeMap<String, String>,
+        cfg: &DeploymentConfig,
+    ) -> Duration {
+        PROGRESS_DEADLINE
+            .value(annotations)
+            .and_then(|v| GoDuration::parse(v).ok())
+            .and_then(GoDuration::to_std)
+            .filter(|d| !d.is_zero())
+            .unwrap_or_else(|| cfg.progress_deadline.to_std().unwrap_or_default())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_current_spelling_wins_over_the_legacy_one() {
+        let m = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        type Found = Option<(&'static str, &'static str)>;
+        let cases: [(&str, BTreeMap<String, String>, Found); 4] = [
+            ("absent", m(&[]), None),
+            (
+                "legacy only",
+                m(&[("autoscaling.knative.dev/minScale", "2")]),
+                Some(("autoscaling.knative.dev/minScale", "2")),
+            ),
+            (
+                "current only",
+                m(&[("autoscaling.knative.dev/min-scale", "3")]),
+                Some(("autoscaling.knative.dev/min-scale", "3")),
+            ),
+            (
+                "both: current wins",
+                m(&[
+                    ("autoscaling.knative.dev/minScale", "2"),
+                    ("autoscaling.knative.dev/min-scale", "3"),
+                ]),
+                Some(("autoscaling.knative.dev/min-scale", "3")),
+            ),
+        ];
+        for (what, annotations, want) in cases {
+            assert_eq!(autoscaling::MIN_SCALE.get(&annotations), want, "{what}");
+        }
+        assert_eq!(
+            autoscaling::MIN_SCALE.name(),
+            "autoscaling.knative.dev/min-scale"
+        );
+        assert!(serving::ROLLOUT_DURATION.matches("serving.knative.dev/rolloutDuration"));
+    }
+}
