@@ -349,7 +349,7 @@ pub async fn run_async(opts: &Options) -> anyhow::Result<Run> {
             let due = step_start + interval.mul_f64(n as f64);
             tokio::time::sleep_until(t0 + due).await;
             let Ok(permit) = in_flight.clone().try_acquire_owned() else {
-                samples.lock().unwrap().push(Sample {
+                wisp_sync::lock(&samples).push(Sample {
                     due,
                     lag: start.elapsed().saturating_sub(due),
                     ttfb: Duration::ZERO,
@@ -377,7 +377,7 @@ pub async fn run_async(opts: &Options) -> anyhow::Result<Run> {
                     Err(e) => {
                         let timed_out = e.to_string().starts_with("no answer within");
                         if !timed_out {
-                            let mut m = messages.lock().unwrap();
+                            let mut m = wisp_sync::lock(&messages);
                             let key = format!("{e:#}");
                             if m.len() < 20 || m.contains_key(&key) {
                                 *m.entry(key).or_insert(0) += 1;
@@ -392,7 +392,7 @@ pub async fn run_async(opts: &Options) -> anyhow::Result<Run> {
                     }
                 };
                 let end = start.elapsed();
-                samples.lock().unwrap().push(Sample {
+                wisp_sync::lock(&samples).push(Sample {
                     due,
                     lag,
                     ttfb: ttfb.saturating_sub(due),
@@ -415,8 +415,8 @@ pub async fn run_async(opts: &Options) -> anyhow::Result<Run> {
         tasks.abort_all();
     }
     let elapsed = start.elapsed();
-    let samples = std::mem::take(&mut *samples.lock().unwrap());
-    let error_messages = std::mem::take(&mut *messages.lock().unwrap());
+    let samples = std::mem::take(&mut *wisp_sync::lock(&samples));
+    let error_messages = std::mem::take(&mut *wisp_sync::lock(&messages));
     Ok(Run {
         start,
         steps: opts.steps.clone(),

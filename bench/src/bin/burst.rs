@@ -170,7 +170,7 @@ fn wait_for(
 ) -> anyhow::Result<Duration> {
     let start = Instant::now();
     loop {
-        let r = done(&state.lock().unwrap());
+        let r = done(&wisp_sync::lock(state));
         match r {
             Ok(()) => return Ok(start.elapsed()),
             Err(missing) if start.elapsed() > timeout => {
@@ -364,7 +364,7 @@ fn run_one(
             let mut next = Instant::now();
             while !stop.load(Ordering::Relaxed) {
                 let (actual, desired, pa_desired) = {
-                    let st = state.lock().unwrap();
+                    let st = wisp_sync::lock(&state);
                     let (_, a, d) = st.revision.get(&svc).copied().unwrap_or((false, -1, -1));
                     let pa = st.pa.get(&svc).map_or(-1, |p| p.0);
                     (a, d, pa)
@@ -410,9 +410,7 @@ fn run_one(
     stop.store(true, Ordering::Relaxed);
     let points = sampler.join().unwrap_or_default();
     let run = run?;
-    let first_ready = state
-        .lock()
-        .unwrap()
+    let first_ready = wisp_sync::lock(state)
         .actual_log
         .iter()
         .filter(|(at, s, a)| *s == svc && *a > 0 && *at >= run.start)
@@ -476,7 +474,7 @@ fn main() -> anyhow::Result<()> {
         let state = state.clone();
         std::thread::spawn(move || {
             for e in rx {
-                state.lock().unwrap().take(e);
+                wisp_sync::lock(&state).take(e);
             }
         })
     };

@@ -322,18 +322,25 @@ fn round_parallel(
                 for name in names.iter().skip(t).step_by(threads) {
                     match create(&api, name, app) {
                         Ok((sent, acked)) => {
-                            results.lock().unwrap().push((name.clone(), sent, acked))
+                            wisp_sync::lock(results).push((name.clone(), sent, acked))
                         }
-                        Err(e) => errors.lock().unwrap().push(e),
+                        Err(e) => wisp_sync::lock(errors).push(e),
                     }
                 }
             });
         }
     });
-    if let Some(e) = errors.into_inner().unwrap().into_iter().next() {
+    if let Some(e) = errors
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .into_iter()
+        .next()
+    {
         return Err(e);
     }
-    let results = results.into_inner().unwrap();
+    let results = results
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let first_sent = results
         .iter()
         .map(|r| r.1)

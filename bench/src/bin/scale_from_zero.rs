@@ -604,13 +604,18 @@ fn create_all(api: &Api, names: &[String], app: &str, threads: usize) -> anyhow:
                         .create("services", &service(name, app))
                         .with_context(|| format!("creating service {name}"))
                     {
-                        errors.lock().unwrap().push(e);
+                        wisp_sync::lock(errors).push(e);
                     }
                 }
             });
         }
     });
-    match errors.into_inner().unwrap().into_iter().next() {
+    match errors
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .into_iter()
+        .next()
+    {
         Some(e) => Err(e),
         None => Ok(()),
     }

@@ -20,9 +20,6 @@ use wisp_store::{EventType, OnGone, Store, Watch, WatchBatch, WatchEvent, WatchS
 
 use crate::{backends::Backends, config::queue_config};
 
-/// The store resource of revisions.
-pub const REVISIONS: &str = "revisions.serving.knative.dev";
-
 /// The safety-net full resync.
 pub const RESYNC_PERIOD: Duration = Duration::from_secs(5);
 
@@ -100,7 +97,8 @@ impl Sync {
     /// store answers.
     async fn watch(&self) -> Watch<WatchEvent> {
         loop {
-            let spec = WatchSpec::new([REVISIONS]).on_gone(OnGone::Relist);
+            let spec =
+                WatchSpec::new([wisp_api::kinds::REVISION.store_key()]).on_gone(OnGone::Relist);
             match self.store.watch(spec).await {
                 Ok(w) => return w,
                 Err(e) => {

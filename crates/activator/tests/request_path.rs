@@ -1,6 +1,7 @@
 //! The request path of a revision backend against real sockets on 127.0.0.1: a tiny
 //! upstream app per replica, a front server (`wisp_net::serve`) calling
 //! `RevisionBackend::serve`, and a plain hyper client. Every wait is bounded.
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 use std::{
     convert::Infallible,

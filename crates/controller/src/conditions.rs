@@ -15,7 +15,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use wisp_api::meta::{Condition, ConditionStatus, Status};
 
 /// The happy condition of every resource.
-pub const READY: &str = "Ready";
+pub use wisp_api::meta::READY;
 
 /// Formats a condition time the way Kubernetes serializes `metav1.Time` (second precision).
 pub fn timestamp(now: DateTime<Utc>) -> String {

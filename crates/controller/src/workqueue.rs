@@ -144,7 +144,7 @@ impl<K: Key> WorkQueue<K> {
     }
 
     fn state(&self) -> MutexGuard<'_, State<K>> {
-        self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
+        wisp_sync::lock(&self.inner.state)
     }
 
     /// Queues `key` now (no-op if it is already waiting, or after shutdown).

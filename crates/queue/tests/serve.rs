@@ -4,6 +4,7 @@
 //! Timeout and stats tests run with paused time: every socket lives in the test's
 //! single-threaded runtime, so loopback I/O completes without the clock moving and the
 //! clock only jumps to the next timer (an upstream's sleep, a timeout).
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 use std::convert::Infallible;
 use std::future::Future;

@@ -174,7 +174,7 @@ impl Store {
     fn conn(&self) -> ConnGuard<'_> {
         // A panic while holding the lock left no partial write behind (the open transaction
         // rolls back when dropped), so a poisoned lock is safe to keep using.
-        let mut guard = self.inner.conn.lock().unwrap_or_else(|e| e.into_inner());
+        let mut guard = wisp_sync::lock(&self.inner.conn);
         // While a batch has the connection, wait for it to be given back.
         while guard.is_none() {
             guard = self
@@ -246,7 +246,7 @@ impl Store {
                     let _ = conn.execute_batch("ROLLBACK");
                 }
                 let inner = &self.0.inner;
-                *inner.conn.lock().unwrap_or_else(|e| e.into_inner()) = Some(conn);
+                *wisp_sync::lock(&inner.conn) = Some(conn);
                 inner.returned.notify_all();
             }
         }

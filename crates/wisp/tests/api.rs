@@ -1,4 +1,5 @@
 //! The REST API driven over real HTTP against a real `wisp serve`.
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Arbitrary bytes, JSON and YAML thrown at a real API server: never a 5xx, never a crash,
 //! and a rejected write changes nothing that was stored.
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Issue #23 part 2: the data plane does not feel the API's load, and the API bounds its own
 //! work as kube-apiserver does (max-in-flight 429s, parse budgets).
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 

@@ -1,4 +1,5 @@
 //! `wisp autoscale simulate`: the KPA replayed offline, as a user runs it.
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 

@@ -1,6 +1,7 @@
 //! Issue "Request-driven autoscaling": a real `wisp serve` with short KPA windows and the
 //! autoscale sample, driven through the ingress: 0 → N replicas under concurrent load, back
 //! to 0 when idle, every request answered, and `wisp get kpa` showing the PodAutoscaler.
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! The client commands (`apply`, `get`, `describe`, `delete`) run as the real binary against a
 //! real `wisp serve`, and `get -w` against a scripted fake server for the reconnect paths.
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Issue "Requests reach revisions": a real `wisp serve` with the sample apps, driven
 //! through its ingress listeners like `curl -H 'Host: …'` would.
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 

@@ -2,6 +2,7 @@
 //! Raw HTTP/1.1 bytes and h2c requests against a real `wisp serve`, on the external and the
 //! cluster-local ingress, to a revision reached through the queue (TBC 0, activator out of
 //! the path) and one that always goes through the activator (TBC -1).
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 

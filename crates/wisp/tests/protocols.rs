@@ -1,6 +1,7 @@
 //! Issue #4 "Protocols pass through": streamed responses (SSE, chunked), websockets
 //! (HTTP/1.1 upgrade) and Knative's proxy header rules, end to end through a real
 //! `wisp serve` (ingress → activator → queue-proxy → replica) and the `echo` sample.
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 

@@ -1,5 +1,6 @@
 //! Issue "Revisions run": a Service applied to a real `wisp serve` becomes real processes
 //! with truthful status, end to end.
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 

@@ -54,7 +54,7 @@ impl PodAutoscalerReconciler {
     }
 
     fn states(&self) -> MutexGuard<'_, HashMap<RevisionKey, KpaState>> {
-        self.states.lock().unwrap_or_else(|e| e.into_inner())
+        wisp_sync::lock(&self.states)
     }
 
     /// A copy of a revision's KPA state (for tests and diagnostics).
