@@ -16,7 +16,7 @@
 //! (`/proc/<pid>/clear_refs`). The abusive clients run at nice 19: on this machine they
 //! share the CPUs with wisp, where a real attacker would use its own.
 //!
-//! Writes `bench/results/api-flood.md` (unless `--no-write`).
+//! Writes `bench/results/api-flood.md` (`--out`; not with `--no-write`).
 
 use std::{
     io::{Read, Write},
@@ -54,7 +54,10 @@ struct Args {
     /// The `wisp` binary (default: beside this one).
     #[arg(long)]
     wisp: Option<PathBuf>,
-    /// Print the results only; do not write bench/results/api-flood.md.
+    /// Where the results go.
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results/api-flood.md"))]
+    out: PathBuf,
+    /// Print the results only; do not write them to `--out`.
     #[arg(long)]
     no_write: bool,
 }
@@ -116,6 +119,7 @@ struct Level {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    let load_start = procfs::loadavg();
     let wisp = match &args.wisp {
         Some(p) => p.clone(),
         None => wisp_bench::sibling_binary("wisp")?,
@@ -160,16 +164,8 @@ fn main() -> anyhow::Result<()> {
         let level = run_level(&args, abusers, &server, ingress, host, &get_url, &token)?;
         levels.push(level);
     }
-    let report = report(&args, &levels);
-    println!("{report}");
-    if !args.no_write {
-        let path = wisp_bench::target_dir()?
-            .parent()
-            .context("workspace root")?
-            .join("bench/results/api-flood.md");
-        std::fs::write(&path, &report).with_context(|| format!("writing {}", path.display()))?;
-        eprintln!("wrote {}", path.display());
-    }
+    let report = report(&args, &levels, &load_start);
+    wisp_bench::setup::write_results(&report, &args.out, args.no_write)?;
     let stop = server.stop()?;
     eprintln!("wisp stopped: {} in {:?}", stop.status, stop.took);
     Ok(())
@@ -323,7 +319,7 @@ fn new_connection(addr: SocketAddr, host: &str) -> std::io::Result<(u16, usize)>
     Ok((code, out.len()))
 }
 
-fn report(args: &Args, levels: &[Level]) -> String {
+fn report(args: &Args, levels: &[Level], load_start: &str) -> String {
     let idle_p99 = levels.first().map_or(Duration::ZERO, |l| l.ingress.p99);
     let mut t = Table::new([
         "abusive clients",
@@ -370,9 +366,8 @@ fn report(args: &Args, levels: &[Level]) -> String {
         }
     }
     format!(
-        "# api_flood: the data plane under API abuse\n\n`{}` — {}, {} s per level, {} req/s through the ingress.\n\n{}\n{}\n",
-        wisp_bench::command_line(),
-        wisp_bench::machine(),
+        "{}\n{} s per level, {} req/s through the ingress; the abusive clients run at nice 19.\n\n{}\n{}\n",
+        wisp_bench::setup::results_header("api_flood: the data plane under API abuse", load_start),
         args.duration,
         args.rps,
         t.render(),
