@@ -310,6 +310,35 @@ fn cas_retries<T>(
     Err(exhausted())
 }
 
+/// What a PUT replaces: the object (admitted later, against the stored one) or its status
+/// (which must decode as the kind's object here, as nothing admits it later).
+#[derive(Clone, Copy)]
+enum Whole {
+    Object,
+    Status,
+}
+
+/// Decodes a PUT's body for the object the URL names, normalized against the URL.
+async fn decode_named(
+    st: &ApiState,
+    headers: &HeaderMap,
+    body: Body,
+    kind: &'static ResourceKind,
+    ns: &str,
+    name: &str,
+    whole: Whole,
+) -> Result<Value, ApiError> {
+    let (ns, name) = (ns.to_owned(), name.to_owned());
+    decode(st, headers, body, move |mut obj| {
+        normalize(kind, &mut obj, &ns, Some(&name))?;
+        if let Whole::Status = whole {
+            admission::decode::<wisp_api::serving::Object<Value, Value>>(kind, &obj)?;
+        }
+        Ok(obj)
+    })
+    .await
+}
+
 /// Reads the body within the shared byte budget, then decodes it (JSON or YAML by its
 /// content type) and runs `then` on the decoded object, both on the CPU pool.
 async fn decode<T: Send + 'static>(
@@ -343,14 +372,7 @@ pub async fn replace(
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
-    let obj = decode(&st, &headers, body, {
-        let (ns, name) = (ns.clone(), name.clone());
-        move |mut obj| {
-            normalize(kind, &mut obj, &ns, Some(&name))?;
-            Ok(obj)
-        }
-    })
-    .await?;
+    let obj = decode_named(&st, &headers, body, kind, &ns, &name, Whole::Object).await?;
     write(st, move |st| {
         update_with(st, kind, &ns, &name, |_old| Ok(obj.clone()))
     })
@@ -467,15 +489,7 @@ pub async fn replace_status(
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
-    let obj = decode(&st, &headers, body, {
-        let (ns, name) = (ns.clone(), name.clone());
-        move |mut obj| {
-            normalize(kind, &mut obj, &ns, Some(&name))?;
-            admission::decode::<wisp_api::serving::Object<Value, Value>>(kind, &obj)?;
-            Ok(obj)
-        }
-    })
-    .await?;
+    let obj = decode_named(&st, &headers, body, kind, &ns, &name, Whole::Status).await?;
     let res = resource(kind);
     write(st, move |st| {
         Ok(ok(StatusCode::OK, st.store.update_status(&res, obj)?, &[]))
