@@ -73,7 +73,8 @@ fuzz_target!(|data: &[u8]| {
             let _ = client.read_to_end(&mut out).await;
         };
         let both = async { tokio::join!(conn, exchange) };
-        tokio::time::timeout(Duration::from_secs(5), both)
+        // The connection's own result is hyper's verdict on the bytes: any is fine.
+        let _ = tokio::time::timeout(Duration::from_secs(5), both)
             .await
             .expect("the connection ended within 5 s");
     });
