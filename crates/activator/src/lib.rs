@@ -17,8 +17,8 @@
 //!   `wisp_queue::ReplicaQueue`), the [`lb`] policy chosen by containerConcurrency, and
 //!   the [`hold`] queue where requests wait while no replica is ready (or, in Proxy mode,
 //!   none has a free slot).
-//! - [`sync_endpoints`] ([`sync`]): keeps the registry in line with the store's revisions
-//!   and the platform's replicas.
+//! - Keeping the registry in line with the store's revisions and the platform's replicas
+//!   is the binary's (`wisp/src/endpoint_sync.rs`): this crate does not link the store.
 //! - [`config::queue_config`]: a revision's queue settings (CC, timeouts, protocol from the
 //!   port name).
 
@@ -27,9 +27,7 @@ pub mod config;
 pub mod hold;
 pub mod lb;
 pub mod revision_backend;
-pub mod sync;
 
 pub use backends::{Backends, DEFAULT_HOLD_BOUND, ReplicaStat, RevisionStat, Stats};
 pub use hold::{HoldError, Wake};
 pub use revision_backend::{Endpoint, Kpa, RevisionBackend};
-pub use sync::sync_endpoints;

@@ -3,6 +3,7 @@
 
 mod cli;
 mod dataplane;
+mod endpoint_sync;
 mod serve;
 mod stats_feed;
 

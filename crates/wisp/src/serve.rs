@@ -147,7 +147,7 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         }
     };
     let backends = Backends::new(args.activator_queue_depth, scaling.clone());
-    let endpoint_sync = tokio::spawn(wisp_activator::sync_endpoints(
+    let endpoint_sync = tokio::spawn(crate::endpoint_sync::sync_endpoints(
         backends.clone(),
         store.clone(),
         shared.clone(),

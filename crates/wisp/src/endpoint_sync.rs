@@ -1,5 +1,6 @@
-//! The endpoint sync: keeps [`Backends`] in line with the store's revisions and the
-//! platform's replicas.
+//! The endpoint sync: keeps the activator's [`Backends`] in line with the store's
+//! revisions and the platform's replicas. It lives in the binary, which assembles the
+//! parts, so that the data plane's crates (activator, ingress) do not link the store.
 //!
 //! - Revisions: a [`wisp_store::Watch`] of the store's revisions: a full list at start,
 //!   then every change; a revision that appears gets a backend with its queue settings, one
@@ -18,7 +19,7 @@ use wisp_api::{config::Config, serving::Revision};
 use wisp_runtime::{RevisionKey, SharedPlatform};
 use wisp_store::{EventType, OnGone, Store, Watch, WatchBatch, WatchEvent, WatchSpec};
 
-use crate::{backends::Backends, config::queue_config};
+use wisp_activator::{Backends, config::queue_config};
 
 /// The safety-net full resync.
 pub const RESYNC_PERIOD: Duration = Duration::from_secs(5);
