@@ -268,7 +268,7 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
 
     shutdown.await;
     eprintln!("wisp: shutting down");
-    // In flight requests finish while the replicas are still up; nothing reconciles once
+    // In-flight requests finish while the replicas are still up; nothing reconciles once
     // replicas are being stopped; the store is flushed last.
     let mut stages = Stages::default();
     stages.stage("stop accepting", async move {
