@@ -12,7 +12,6 @@ use crate::serving::{
 };
 
 use super::image::is_valid_reference;
-use super::names::{dns1123_label, env_var_name};
 
 /// Ports the queue-proxy and profiling server already listen on in the pod.
 const RESERVED_PORTS: [i64; 6] = [8012, 8013, 8022, 9090, 9091, 8008];
@@ -27,12 +26,11 @@ pub enum Role {
     Init,
 }
 
-/// The serving port as Knative's `validateContainersPorts` resolves it (name `http` and port
-/// 8080 when unset), for checking that probes target it.
+/// The serving port as Knative's `validateContainersPorts` resolves it (name `http` when
+/// unset), for checking that probes name it: `validateProbe` compares only a named port.
 #[derive(Clone, Debug)]
 pub struct ServingPort {
     pub name: String,
-    pub container_port: i64,
 }
 
 /// `must not set the field(s)` for every non-null key of a struct's `extra` map.
@@ -145,14 +143,8 @@ pub fn validate_container(
             format!("{:?} is a reserved container name", c.name),
             &["name"],
         ));
-    } else if !c.name.is_empty() {
-        // wisp addition: Kubernetes would reject the pod; wisp has no Kubernetes to ask.
-        let msgs = dns1123_label(&c.name);
-        if !msgs.is_empty() {
-            errs =
-                errs.also(FieldError::invalid_value(&c.name, "name").with_details(msgs.join(", ")));
-        }
     }
+    // Knative's `validate` checks no name shape (RFC 1123) here: only the reserved name.
 
     errs = errs.also(validate_env(cfg, &c.env, role).via_field("env"));
     errs = errs.also(validate_env_from(&c.env_from).via_field("envFrom"));
@@ -221,19 +213,10 @@ fn validate_env_var(cfg: &Config, e: &EnvVar, role: Role) -> FieldError {
             format!("{:?} is a reserved environment variable", e.name),
             &["name"],
         ));
-    } else {
-        // wisp addition (Kubernetes' own rule, which would otherwise reject the pod).
-        let msgs = env_var_name(&e.name);
-        if !msgs.is_empty() {
-            errs =
-                errs.also(FieldError::invalid_value(&e.name, "name").with_details(msgs.join(", ")));
-        }
     }
+    // Knative's `validateEnvVar` checks neither the name's shape (C identifier) nor `value`
+    // together with `valueFrom`: only the mask, a missing name and the reserved names.
     if let Some(src) = &e.value_from {
-        // wisp addition: Kubernetes rejects a variable with both a value and a source.
-        if e.value.as_deref().is_some_and(|v| !v.is_empty()) {
-            errs = errs.also(FieldError::multiple_one_of(&["value", "valueFrom"]));
-        }
         let mut sub = disallowed_extra(&src.extra, "");
         if !cfg.features.podspec_fieldref.on() {
             let mut paths = Vec::new();
@@ -326,24 +309,18 @@ fn probe_fields_disallowed(p: Option<&Probe>, field: &str) -> FieldError {
     disallowed_keys(&v, &[], "").via_field(field)
 }
 
-/// Probe port reference: a name must be the serving port's name, a number its number.
+/// Probe port reference: Knative's `validateProbe` only compares a *named* port
+/// (`StrVal != ""`) with the serving port's name; an integer port is never checked.
 fn check_probe_port(port: &Value, serving: Option<&ServingPort>, path: &str) -> FieldError {
     let Some(sp) = serving else {
         return FieldError::none();
     };
-    let mismatch = match port {
-        Value::String(s) => !s.is_empty() && *s != sp.name,
-        Value::Number(n) => n.as_i64().is_some_and(|n| n != 0 && n != sp.container_port),
-        _ => false,
-    };
-    if !mismatch {
-        return FieldError::none();
+    match port {
+        Value::String(s) if !s.is_empty() && *s != sp.name => {
+            FieldError::invalid_value(s, path).with_details("Probe port must match container port")
+        }
+        _ => FieldError::none(),
     }
-    let shown = match port {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    FieldError::invalid_value(shown, path).with_details("Probe port must match container port")
 }
 
 /// `validateProbe`: exactly one handler, fields within the mask, port matching.

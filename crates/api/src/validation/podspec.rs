@@ -156,10 +156,6 @@ fn containers_port(containers: &[Container]) -> (ServingPort, FieldError) {
             .map(|p| p.name.clone())
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| "http".into()),
-        container_port: port
-            .map(|p| p.container_port)
-            .filter(|p| *p != 0)
-            .unwrap_or(8080),
     };
     let err = if count == 0 && containers.len() > 1 {
         FieldError::missing(&["ports"])
@@ -220,7 +216,6 @@ fn validate_init_containers(
     // Init containers have no serving port; a placeholder keeps the signature shared.
     let port = ServingPort {
         name: "http".into(),
-        container_port: 8080,
     };
     let mut errs = FieldError::none();
     for (i, c) in inits.iter().enumerate() {
