@@ -364,12 +364,28 @@ fn validate_volume(cfg: &Config, v: &Volume) -> FieldError {
         ));
     }
 
+    if sources.contains_key("hostPath") && cfg.features.podspec_volumes_hostpath != Flag::Enabled {
+        errs = errs.also(FieldError::generic(
+            format!(
+                "HostPath volume support is disabled, but found HostPath volume {}",
+                v.name
+            ),
+            &[],
+        ));
+    }
+
+    // k8s_validation.go `validateVolume`: the mask refuses kinds Knative does not know and
+    // gated kinds whose flag is off; the one-of count takes every kind Knative knows, gated
+    // or not, so an unknown kind alone also gets "expected exactly one, got neither".
     let mut disallowed: Vec<&str> = Vec::new();
     let mut specified: Vec<&str> = Vec::new();
     for &kind in sources.keys() {
         match source_gate(cfg, kind) {
             None => disallowed.push(kind),
-            Some(Some(flag)) if !flag.on() => disallowed.push(kind),
+            Some(Some(flag)) if !flag.on() => {
+                disallowed.push(kind);
+                specified.push(kind);
+            }
             Some(_) => specified.push(kind),
         }
     }
@@ -412,7 +428,7 @@ fn validate_volume(cfg: &Config, v: &Volume) -> FieldError {
         }
     }
 
-    if specified.is_empty() && disallowed.is_empty() {
+    if specified.is_empty() {
         let mut paths = vec!["secret", "configMap", "projected"];
         if cfg.features.podspec_volumes_emptydir == Flag::Enabled {
             paths.push("emptyDir");

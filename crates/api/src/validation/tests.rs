@@ -468,7 +468,7 @@ fn reference_section_11_services() {
                 ]),
             ),
             &d,
-            "expected exactly one, got both: spec.template.spec.volumes[1].configMap, spec.template.spec.volumes[1].secret\nexpected exactly one, got neither: spec.template.spec.volumes[2].configMap, spec.template.spec.volumes[2].emptyDir, spec.template.spec.volumes[2].projected, spec.template.spec.volumes[2].secret\nmust not set the field(s): spec.template.spec.volumes[0].hostPath",
+            "HostPath volume support is disabled, but found HostPath volume h: \nexpected exactly one, got both: spec.template.spec.volumes[1].configMap, spec.template.spec.volumes[1].secret\nexpected exactly one, got neither: spec.template.spec.volumes[2].configMap, spec.template.spec.volumes[2].emptyDir, spec.template.spec.volumes[2].projected, spec.template.spec.volumes[2].secret\nmust not set the field(s): spec.template.spec.volumes[0].hostPath",
         ),
         (
             "PVC without the flags",
@@ -1578,6 +1578,36 @@ fn exactly_knative_issue_17() {
             ),
             &d,
             "activation-scale=1 must be greater than 1: spec.template.metadata.annotations.autoscaling.knative.dev/activation-scale",
+        ),
+        // Class 16 — k8s_validation.go `validateVolume`: a kind Knative does not know is
+        // masked and leaves the one-of empty; gated HostPath carries its own line.
+        (
+            "16 unknown volume kind",
+            set(
+                set(
+                    hello(),
+                    "/spec/template/spec/volumes",
+                    json!([{"name": "g", "nfs": {"server": "s", "path": "/"}}]),
+                ),
+                &format!("{C0}/volumeMounts"),
+                json!([{"name": "g", "mountPath": "/g", "readOnly": true}]),
+            ),
+            &d,
+            "expected exactly one, got neither: spec.template.spec.volumes[0].configMap, spec.template.spec.volumes[0].emptyDir, spec.template.spec.volumes[0].projected, spec.template.spec.volumes[0].secret\nmust not set the field(s): spec.template.spec.volumes[0].nfs",
+        ),
+        (
+            "16 hostPath with the flag off",
+            set(
+                set(
+                    hello(),
+                    "/spec/template/spec/volumes",
+                    json!([{"name": "v", "hostPath": {"path": "/"}}]),
+                ),
+                &format!("{C0}/volumeMounts"),
+                json!([{"name": "v", "mountPath": "/v", "readOnly": true}]),
+            ),
+            &d,
+            "HostPath volume support is disabled, but found HostPath volume v: \nmust not set the field(s): spec.template.spec.volumes[0].hostPath",
         ),
         // Class 13 — apimachinery content/errors.go `MaxLenError`: "bytes".
         (
