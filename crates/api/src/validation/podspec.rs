@@ -36,13 +36,9 @@ fn gate(cfg: &Config, field: &str) -> Option<bool> {
         "hostIPC" => f.podspec_hostipc,
         "hostPID" => f.podspec_hostpid,
         "hostNetwork" => f.podspec_hostnetwork,
-        // Secure pod defaults need a pod-level seccompProfile to opt out of.
-        "securityContext" => {
-            return Some(
-                f.podspec_securitycontext.on()
-                    || f.secure_pod_defaults != SecurePodDefaults::Disabled,
-            );
-        }
+        // `PodSpecMask` always keeps the pod securityContext; `PodSecurityContextMask` then
+        // refuses each sub-field the flags do not allow (`validate_pod_security_context`).
+        "securityContext" => return Some(true),
         _ => return None,
     };
     Some(flag.on())
@@ -69,9 +65,7 @@ pub fn validate_pod_spec(cfg: &Config, ps: &PodSpec) -> FieldError {
     errs = errs.also(disallowed_extra(&masked, ""));
 
     let pod_sc = ps.extra.get("securityContext").filter(|v| !v.is_null());
-    if let Some(sc) = pod_sc
-        && gate(cfg, "securityContext") == Some(true)
-    {
+    if let Some(sc) = pod_sc {
         errs = errs.also(validate_pod_security_context(cfg, sc).via_field("securityContext"));
     }
 
@@ -237,7 +231,9 @@ fn validate_pod_security_context(cfg: &Config, sc: &Value) -> FieldError {
     let Some(obj) = sc.as_object() else {
         return FieldError::none();
     };
-    // With only secure-pod-defaults on, the pod-level seccompProfile is the one opt-out.
+    // `PodSecurityContextMask` (k8s_validation.go's `ValidatePodSecurityContext`): every
+    // sub-field set but not allowed is named. With only secure-pod-defaults on, the pod-level
+    // seccompProfile is the one opt-out; with neither flag, nothing is allowed.
     let allowed: &[&str] = if cfg.features.podspec_securitycontext.on() {
         &[
             "runAsUser",
@@ -247,8 +243,10 @@ fn validate_pod_security_context(cfg: &Config, sc: &Value) -> FieldError {
             "supplementalGroups",
             "seccompProfile",
         ]
-    } else {
+    } else if cfg.features.secure_pod_defaults != SecurePodDefaults::Disabled {
         &["seccompProfile"]
+    } else {
+        &[]
     };
     let extra: BTreeMap<String, Value> = obj
         .iter()

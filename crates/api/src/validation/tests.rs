@@ -1609,6 +1609,28 @@ fn exactly_knative_issue_17() {
             &d,
             "HostPath volume support is disabled, but found HostPath volume v: \nmust not set the field(s): spec.template.spec.volumes[0].hostPath",
         ),
+        // Class 17 — k8s_validation.go `ValidatePodSecurityContext` with
+        // `PodSecurityContextMask`: each sub-field set is named, not the whole context.
+        (
+            "17 pod securityContext with the flag off",
+            set(
+                hello(),
+                "/spec/template/spec/securityContext",
+                json!({"runAsUser": 1000, "fsGroup": 2000, "sysctls": [{"name": "a", "value": "b"}], "seLinuxOptions": null}),
+            ),
+            &d,
+            "must not set the field(s): spec.template.spec.securityContext.fsGroup, spec.template.spec.securityContext.runAsUser, spec.template.spec.securityContext.sysctls",
+        ),
+        (
+            "17 pod securityContext: bounds are checked whatever the flag",
+            set(
+                hello(),
+                "/spec/template/spec/securityContext",
+                json!({"runAsGroup": -1}),
+            ),
+            &d,
+            "expected 0 <= -1 <= 2147483647: spec.template.spec.securityContext.runAsGroup\nmust not set the field(s): spec.template.spec.securityContext.runAsGroup",
+        ),
         // Class 13 — apimachinery content/errors.go `MaxLenError`: "bytes".
         (
             "13 name too long",
