@@ -53,6 +53,55 @@ pub fn disallowed_extra(extra: &BTreeMap<String, Value>, prefix: &str) -> FieldE
     FieldError::disallowed(&refs)
 }
 
+/// Fields of `corev1.PodSpec` and `corev1.Container` that Go holds by value (not behind a
+/// pointer): at their zero value (`false`, `""`, `0`, `{}`, `[]`) Go cannot tell them from
+/// unset, so Knative's field masks (`apis.CheckDisallowedFields`) do not count them as set.
+/// Pointer fields (`shareProcessNamespace`, `terminationGracePeriodSeconds`,
+/// `runtimeClassName`, `affinity`, …) are set by any non-null value.
+const GO_VALUE_FIELDS: [&str; 25] = [
+    // PodSpec
+    "restartPolicy",
+    "dnsPolicy",
+    "nodeSelector",
+    "serviceAccount",
+    "nodeName",
+    "hostNetwork",
+    "hostPID",
+    "hostIPC",
+    "hostname",
+    "subdomain",
+    "schedulerName",
+    "tolerations",
+    "hostAliases",
+    "priorityClassName",
+    "readinessGates",
+    "overhead",
+    "topologySpreadConstraints",
+    "schedulingGates",
+    "resourceClaims",
+    "ephemeralContainers",
+    // Container
+    "stdin",
+    "stdinOnce",
+    "tty",
+    "resizePolicy",
+    "volumeDevices",
+];
+
+/// Whether a PodSpec or Container field counts as set for Knative's masks (see
+/// [`GO_VALUE_FIELDS`]): never when null, and not at its Go zero value for a value field.
+pub fn go_field_set(field: &str, v: &Value) -> bool {
+    let zero = match v {
+        Value::Null => return false,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    };
+    !(zero && GO_VALUE_FIELDS.contains(&field))
+}
+
 /// Keys of a JSON object, except those listed in `allowed`, as disallowed fields.
 fn disallowed_keys(v: &Value, allowed: &[&str], prefix: &str) -> FieldError {
     let Some(obj) = v.as_object() else {
@@ -137,7 +186,13 @@ pub fn validate_container(
         }
     }
 
-    errs = errs.also(disallowed_extra(&c.extra, ""));
+    let set_extra: BTreeMap<String, Value> = c
+        .extra
+        .iter()
+        .filter(|(k, v)| go_field_set(k, v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    errs = errs.also(disallowed_extra(&set_extra, ""));
     if c.name == "queue-proxy" {
         errs = errs.also(FieldError::generic(
             format!("{:?} is a reserved container name", c.name),

@@ -11,7 +11,7 @@ use crate::field_error::FieldError;
 use crate::serving::{Container, PodSpec, Volume};
 
 use super::container::{
-    Role, ServingPort, disallowed_extra, validate_container, warn_insecure_defaults,
+    Role, ServingPort, disallowed_extra, go_field_set, validate_container, warn_insecure_defaults,
 };
 use super::names::{dns1123_label, dns1123_subdomain};
 
@@ -53,7 +53,7 @@ pub fn validate_pod_spec(cfg: &Config, ps: &PodSpec) -> FieldError {
     let mut masked: BTreeMap<String, Value> = ps
         .extra
         .iter()
-        .filter(|(k, _)| gate(cfg, k) != Some(true))
+        .filter(|(k, v)| gate(cfg, k) != Some(true) && go_field_set(k, v))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if ps.automount_service_account_token == Some(true) {

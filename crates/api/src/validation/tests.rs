@@ -1631,6 +1631,66 @@ fn exactly_knative_issue_17() {
             &d,
             "expected 0 <= -1 <= 2147483647: spec.template.spec.securityContext.runAsGroup\nmust not set the field(s): spec.template.spec.securityContext.runAsGroup",
         ),
+        // Class 2 — k8s_validation.go `ValidatePodSpec`/`validate` use
+        // `apis.CheckDisallowedFields` with `PodSpecMask`/`ContainerMask`: a Go value field at
+        // its zero value is not set; a pointer field is set by any non-null value.
+        (
+            "2 gated value fields at their zero value",
+            set(
+                set(
+                    hello(),
+                    "/spec/template/spec",
+                    json!({
+                        "containerConcurrency": 0, "timeoutSeconds": 300,
+                        "containers": [{"name": "user-container", "image": "ghcr.io/knative/helloworld-go"}],
+                        "hostNetwork": false, "hostPID": false, "hostIPC": false,
+                        "nodeSelector": {}, "tolerations": [], "dnsPolicy": "", "schedulerName": ""
+                    }),
+                ),
+                &format!("{C0}/stdin"),
+                json!(false),
+            ),
+            &d,
+            "",
+        ),
+        (
+            "2 container tty/stdinOnce false, stdin true",
+            set(
+                set(
+                    set(hello(), &format!("{C0}/tty"), json!(false)),
+                    &format!("{C0}/stdinOnce"),
+                    json!(false),
+                ),
+                &format!("{C0}/stdin"),
+                json!(true),
+            ),
+            &d,
+            "must not set the field(s): spec.template.spec.containers[0].stdin",
+        ),
+        (
+            "2 gated pointer fields at their zero value",
+            set(
+                set(
+                    set(
+                        hello(),
+                        "/spec/template/spec/shareProcessNamespace",
+                        json!(false),
+                    ),
+                    "/spec/template/spec/terminationGracePeriodSeconds",
+                    json!(0),
+                ),
+                "/spec/template/spec/runtimeClassName",
+                json!(""),
+            ),
+            &d,
+            "must not set the field(s): spec.template.spec.runtimeClassName, spec.template.spec.shareProcessNamespace, spec.template.spec.terminationGracePeriodSeconds",
+        ),
+        (
+            "2 hostNetwork true still refused",
+            set(hello(), "/spec/template/spec/hostNetwork", json!(true)),
+            &d,
+            "must not set the field(s): spec.template.spec.hostNetwork",
+        ),
         // Class 13 — apimachinery content/errors.go `MaxLenError`: "bytes".
         (
             "13 name too long",
