@@ -61,11 +61,12 @@ pub fn default_route(r: &mut Route, _cfg: &Config) {
     default_traffic(&mut r.spec.traffic);
 }
 
-/// `latestRevision` defaults to "no revision named". `percent` stays unset: Knative leaves
-/// it nil and every consumer reads nil as 0.
+/// `TrafficTarget.SetDefaults` (`pkg/apis/serving/v1/route_defaults.go`): `latestRevision`
+/// defaults to "no revision named" and a missing `percent` is stored as an explicit `0`.
 fn default_traffic(traffic: &mut [TrafficTarget]) {
     for t in traffic {
         t.latest_revision.get_or_insert(t.revision_name.is_empty());
+        t.percent.get_or_insert(0);
     }
 }
 
@@ -697,7 +698,8 @@ mod tests {
                 json!([{"latestRevision": true, "percent": 100}]),
             ),
             (
-                "latestRevision defaults from revisionName; percent stays unset",
+                // route_defaults.go TrafficTarget.SetDefaults: a missing percent becomes 0.
+                "latestRevision defaults from revisionName; percent defaults to 0",
                 json!({"metadata": {"name": "hello"}, "spec": {
                     "template": {"spec": {"containers": [{"image": "img"}]}},
                     "traffic": [
@@ -710,8 +712,8 @@ mod tests {
                 json!([
                     {"revisionName": "hello-00001", "latestRevision": false, "percent": 50},
                     {"latestRevision": true, "percent": 50},
-                    {"tag": "t", "latestRevision": true},
-                    {"revisionName": "x", "latestRevision": true},
+                    {"tag": "t", "latestRevision": true, "percent": 0},
+                    {"revisionName": "x", "latestRevision": true, "percent": 0},
                 ]),
             ),
         ];
@@ -769,7 +771,7 @@ mod tests {
                 json!({"metadata": {}, "spec": {"traffic": [
                     {"configurationName": "c", "latestRevision": true, "percent": 90},
                     {"revisionName": "c-00001", "latestRevision": false, "percent": 10},
-                    {"revisionName": "c-00002", "latestRevision": false},
+                    {"revisionName": "c-00002", "latestRevision": false, "percent": 0},
                 ]}}),
             ),
         ];

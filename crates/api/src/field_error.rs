@@ -162,7 +162,9 @@ impl FieldError {
         out
     }
 
-    /// The merged, sorted list of leaf errors, as `Error()` renders them.
+    /// The merged, sorted list of leaf errors, as `Error()` renders them (knative.dev/pkg
+    /// `apis/field_error.go` `merge`: same level, message and details merge their paths,
+    /// de-duplicated by `mergePaths`; paths sorted; errors by message, details, level).
     pub fn merged(&self) -> Vec<FieldError> {
         let mut merged: Vec<FieldError> = Vec::new();
         for e in self.flat() {
@@ -170,7 +172,13 @@ impl FieldError {
                 .iter_mut()
                 .find(|m| m.message == e.message && m.details == e.details && m.level == e.level)
             {
-                m.paths.extend(e.paths);
+                // `mergePaths`: a path the merged error already holds is not added again (the
+                // first error's own paths are kept as they are).
+                for p in e.paths {
+                    if !m.paths.contains(&p) {
+                        m.paths.push(p);
+                    }
+                }
             } else {
                 merged.push(e);
             }
@@ -182,6 +190,7 @@ impl FieldError {
             a.message
                 .cmp(&b.message)
                 .then_with(|| a.details.cmp(&b.details))
+                .then_with(|| a.level.cmp(&b.level))
         });
         merged
     }
@@ -281,6 +290,17 @@ mod tests {
                     .via_field("ports")
                     .via_field_index("containers", 0),
                 "invalid value: 8012: containers[0].ports.containerPort\n8012 is a reserved port, please use a different value",
+            ),
+            // apis/field_error.go `mergePaths`: a path repeated across merged errors appears
+            // once (route_validation.go reports three equal tags as two errors naming [0]).
+            (
+                FieldError::generic("Multiple definitions for \"a\"", &["[1].tag", "[0].tag"])
+                    .also(FieldError::generic(
+                        "Multiple definitions for \"a\"",
+                        &["[2].tag", "[0].tag"],
+                    ))
+                    .via_field("traffic"),
+                "Multiple definitions for \"a\": traffic[0].tag, traffic[1].tag, traffic[2].tag",
             ),
             (
                 FieldError::invalid_key_name("autoscaling.knative.dev/min-scale", "annotations")

@@ -220,14 +220,10 @@ fn validate_min_max_scale(cfg: &AutoscalerConfig, m: &Annotations) -> FieldError
     }
 
     if let Some((k, v)) = ACTIVATION_SCALE.get(m) {
+        // annotation_validation.go `validateMinMaxScale`: min-scale, then max-scale, and only
+        // then the lower bound of 2 — the first that fails is the one reported.
         match parse_i32(v) {
             Err(_) => errs = errs.also(FieldError::invalid_value(v, k)),
-            Ok(a) if a < 2 => {
-                errs = errs.also(FieldError::generic(
-                    format!("activation-scale={a} must be greater than 1"),
-                    &[k],
-                ));
-            }
             Ok(a) if min > a => {
                 errs = errs.also(FieldError::generic(
                     format!("min-scale={min} is greater than activation-scale={a}"),
@@ -237,6 +233,12 @@ fn validate_min_max_scale(cfg: &AutoscalerConfig, m: &Annotations) -> FieldError
             Ok(a) if max != 0 && max < a => {
                 errs = errs.also(FieldError::generic(
                     format!("max-scale={max} is less than activation-scale={a}"),
+                    &[k],
+                ));
+            }
+            Ok(a) if a < 2 => {
+                errs = errs.also(FieldError::generic(
+                    format!("activation-scale={a} must be greater than 1"),
                     &[k],
                 ));
             }

@@ -12,7 +12,6 @@ use crate::serving::{
 };
 
 use super::image::is_valid_reference;
-use super::names::{dns1123_label, env_var_name};
 
 /// Ports the queue-proxy and profiling server already listen on in the pod.
 const RESERVED_PORTS: [i64; 6] = [8012, 8013, 8022, 9090, 9091, 8008];
@@ -27,12 +26,11 @@ pub enum Role {
     Init,
 }
 
-/// The serving port as Knative's `validateContainersPorts` resolves it (name `http` and port
-/// 8080 when unset), for checking that probes target it.
+/// The serving port as Knative's `validateContainersPorts` resolves it (name `http` when
+/// unset), for checking that probes name it: `validateProbe` compares only a named port.
 #[derive(Clone, Debug)]
 pub struct ServingPort {
     pub name: String,
-    pub container_port: i64,
 }
 
 /// `must not set the field(s)` for every non-null key of a struct's `extra` map.
@@ -53,6 +51,55 @@ pub fn disallowed_extra(extra: &BTreeMap<String, Value>, prefix: &str) -> FieldE
     }
     let refs: Vec<&str> = paths.iter().map(String::as_str).collect();
     FieldError::disallowed(&refs)
+}
+
+/// Fields of `corev1.PodSpec` and `corev1.Container` that Go holds by value (not behind a
+/// pointer): at their zero value (`false`, `""`, `0`, `{}`, `[]`) Go cannot tell them from
+/// unset, so Knative's field masks (`apis.CheckDisallowedFields`) do not count them as set.
+/// Pointer fields (`shareProcessNamespace`, `terminationGracePeriodSeconds`,
+/// `runtimeClassName`, `affinity`, …) are set by any non-null value.
+const GO_VALUE_FIELDS: [&str; 25] = [
+    // PodSpec
+    "restartPolicy",
+    "dnsPolicy",
+    "nodeSelector",
+    "serviceAccount",
+    "nodeName",
+    "hostNetwork",
+    "hostPID",
+    "hostIPC",
+    "hostname",
+    "subdomain",
+    "schedulerName",
+    "tolerations",
+    "hostAliases",
+    "priorityClassName",
+    "readinessGates",
+    "overhead",
+    "topologySpreadConstraints",
+    "schedulingGates",
+    "resourceClaims",
+    "ephemeralContainers",
+    // Container
+    "stdin",
+    "stdinOnce",
+    "tty",
+    "resizePolicy",
+    "volumeDevices",
+];
+
+/// Whether a PodSpec or Container field counts as set for Knative's masks (see
+/// [`GO_VALUE_FIELDS`]): never when null, and not at its Go zero value for a value field.
+pub fn go_field_set(field: &str, v: &Value) -> bool {
+    let zero = match v {
+        Value::Null => return false,
+        Value::Bool(b) => !b,
+        Value::String(s) => s.is_empty(),
+        Value::Number(n) => n.as_f64() == Some(0.0),
+        Value::Array(a) => a.is_empty(),
+        Value::Object(o) => o.is_empty(),
+    };
+    !(zero && GO_VALUE_FIELDS.contains(&field))
 }
 
 /// Keys of a JSON object, except those listed in `allowed`, as disallowed fields.
@@ -139,20 +186,20 @@ pub fn validate_container(
         }
     }
 
-    errs = errs.also(disallowed_extra(&c.extra, ""));
+    let set_extra: BTreeMap<String, Value> = c
+        .extra
+        .iter()
+        .filter(|(k, v)| go_field_set(k, v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    errs = errs.also(disallowed_extra(&set_extra, ""));
     if c.name == "queue-proxy" {
         errs = errs.also(FieldError::generic(
             format!("{:?} is a reserved container name", c.name),
             &["name"],
         ));
-    } else if !c.name.is_empty() {
-        // wisp addition: Kubernetes would reject the pod; wisp has no Kubernetes to ask.
-        let msgs = dns1123_label(&c.name);
-        if !msgs.is_empty() {
-            errs =
-                errs.also(FieldError::invalid_value(&c.name, "name").with_details(msgs.join(", ")));
-        }
     }
+    // Knative's `validate` checks no name shape (RFC 1123) here: only the reserved name.
 
     errs = errs.also(validate_env(cfg, &c.env, role).via_field("env"));
     errs = errs.also(validate_env_from(&c.env_from).via_field("envFrom"));
@@ -221,19 +268,10 @@ fn validate_env_var(cfg: &Config, e: &EnvVar, role: Role) -> FieldError {
             format!("{:?} is a reserved environment variable", e.name),
             &["name"],
         ));
-    } else {
-        // wisp addition (Kubernetes' own rule, which would otherwise reject the pod).
-        let msgs = env_var_name(&e.name);
-        if !msgs.is_empty() {
-            errs =
-                errs.also(FieldError::invalid_value(&e.name, "name").with_details(msgs.join(", ")));
-        }
     }
+    // Knative's `validateEnvVar` checks neither the name's shape (C identifier) nor `value`
+    // together with `valueFrom`: only the mask, a missing name and the reserved names.
     if let Some(src) = &e.value_from {
-        // wisp addition: Kubernetes rejects a variable with both a value and a source.
-        if e.value.as_deref().is_some_and(|v| !v.is_empty()) {
-            errs = errs.also(FieldError::multiple_one_of(&["value", "valueFrom"]));
-        }
         let mut sub = disallowed_extra(&src.extra, "");
         if !cfg.features.podspec_fieldref.on() {
             let mut paths = Vec::new();
@@ -326,24 +364,18 @@ fn probe_fields_disallowed(p: Option<&Probe>, field: &str) -> FieldError {
     disallowed_keys(&v, &[], "").via_field(field)
 }
 
-/// Probe port reference: a name must be the serving port's name, a number its number.
+/// Probe port reference: Knative's `validateProbe` only compares a *named* port
+/// (`StrVal != ""`) with the serving port's name; an integer port is never checked.
 fn check_probe_port(port: &Value, serving: Option<&ServingPort>, path: &str) -> FieldError {
     let Some(sp) = serving else {
         return FieldError::none();
     };
-    let mismatch = match port {
-        Value::String(s) => !s.is_empty() && *s != sp.name,
-        Value::Number(n) => n.as_i64().is_some_and(|n| n != 0 && n != sp.container_port),
-        _ => false,
-    };
-    if !mismatch {
-        return FieldError::none();
+    match port {
+        Value::String(s) if !s.is_empty() && *s != sp.name => {
+            FieldError::invalid_value(s, path).with_details("Probe port must match container port")
+        }
+        _ => FieldError::none(),
     }
-    let shown = match port {
-        Value::String(s) => s.clone(),
-        other => other.to_string(),
-    };
-    FieldError::invalid_value(shown, path).with_details("Probe port must match container port")
 }
 
 /// `validateProbe`: exactly one handler, fields within the mask, port matching.

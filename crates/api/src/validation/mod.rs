@@ -11,9 +11,6 @@
 //!
 //! Deliberate differences from Knative (documented where they happen):
 //! - a container needs `image` **or** `command` (wisp runs plain processes);
-//! - checks Kubernetes itself would make on the Pod (container names are DNS-1123 labels,
-//!   env var names, `value` together with `valueFrom`) are made here, since wisp has no
-//!   Kubernetes API server behind it;
 //! - the `-old +new` diffs are line diffs of pretty JSON rather than go-cmp output.
 
 mod annotations;

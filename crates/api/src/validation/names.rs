@@ -8,10 +8,11 @@ const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alp
 const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
 const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
 const QUALIFIED_NAME_MSG: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-const ENV_VAR_NAME_MSG: &str = "a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.', and must not start with a digit (e.g. 'my.env-name',  or 'MY_ENV.NAME',  or 'MyEnvName1', regex used for validation is '[-._a-zA-Z][-._a-zA-Z0-9]*')";
 
+/// `MaxLenError` (`k8s.io/apimachinery/pkg/api/validate/content/errors.go`): Kubernetes counts
+/// (and says) bytes.
 fn max_len(n: usize) -> String {
-    format!("must be no more than {n} characters")
+    format!("must be no more than {n} bytes")
 }
 
 fn lower_alnum(c: u8) -> bool {
@@ -54,14 +55,18 @@ pub fn name_is_dns1035_label(name: &str, prefix: bool) -> Vec<String> {
     dns1035_label(name)
 }
 
-/// `IsDNS1123Label`.
+/// `IsDNS1123Label` (`content/dns.go`): a valid subdomain that is no label has dots.
 pub fn dns1123_label(s: &str) -> Vec<String> {
     let mut out = Vec::new();
     if s.len() > 63 {
         out.push(max_len(63));
     }
     if !is_1123_label_shape(s) {
-        out.push(DNS1123_LABEL_MSG.to_string());
+        if s.split('.').all(is_1123_label_shape) {
+            out.push("must not contain dots".to_string());
+        } else {
+            out.push(DNS1123_LABEL_MSG.to_string());
+        }
     }
     out
 }
@@ -78,7 +83,8 @@ pub fn dns1123_subdomain(s: &str) -> Vec<String> {
     out
 }
 
-/// `IsQualifiedName` (`[prefix/]name`), used for traffic revision/configuration names.
+/// `IsQualifiedName` (`[prefix/]name`), used for traffic revision/configuration names. Today's
+/// apimachinery makes it `content.IsLabelKey` (`content/kube.go`), whose texts these are.
 pub fn qualified_name(s: &str) -> Vec<String> {
     let parts: Vec<&str> = s.split('/').collect();
     let mut out = Vec::new();
@@ -97,7 +103,7 @@ pub fn qualified_name(s: &str) -> Vec<String> {
             name
         }
         _ => {
-            out.push(format!("a qualified name {QUALIFIED_NAME_MSG} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
+            out.push(format!("a valid label key {QUALIFIED_NAME_MSG} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"));
             return out;
         }
     };
@@ -113,28 +119,9 @@ pub fn qualified_name(s: &str) -> Vec<String> {
         && alnum(b[b.len() - 1])
         && b.iter()
             .all(|&c| alnum(c) || matches!(c, b'-' | b'_' | b'.'));
-    if !name.is_empty() && !ok {
-        out.push(format!("name part {QUALIFIED_NAME_MSG}"));
-    }
-    out
-}
-
-/// `IsEnvVarName` (Kubernetes rejects the Deployment otherwise; wisp has no Kubernetes
-/// behind it, so the webhook checks it up front).
-pub fn env_var_name(s: &str) -> Vec<String> {
-    let b = s.as_bytes();
-    let head = |c: u8| c.is_ascii_alphabetic() || matches!(c, b'-' | b'.' | b'_');
-    let ok = !b.is_empty() && head(b[0]) && b.iter().all(|&c| head(c) || c.is_ascii_digit());
-    let mut out = Vec::new();
+    // The shape is checked even for an empty name, which then fails twice.
     if !ok {
-        out.push(ENV_VAR_NAME_MSG.to_string());
-    }
-    if s == "." {
-        out.push("must not be '.'".to_string());
-    } else if s == ".." {
-        out.push("must not be '..'".to_string());
-    } else if s.starts_with("..") {
-        out.push("must not start with '..'".to_string());
+        out.push(format!("name part {QUALIFIED_NAME_MSG}"));
     }
     out
 }
@@ -154,7 +141,16 @@ mod tests {
         assert!(dns1035_label("a-1").is_empty());
         assert_eq!(dns1035_label("1a").len(), 1);
         assert_eq!(dns1035_label("A_B").len(), 1);
-        assert_eq!(dns1035_label(&"a".repeat(64)), vec![max_len(63)]);
+        assert_eq!(
+            dns1035_label(&"a".repeat(64)),
+            vec!["must be no more than 63 bytes".to_string()]
+        );
+        // content/dns.go: a subdomain that is no label "must not contain dots".
+        assert_eq!(
+            dns1123_label("a.b"),
+            vec!["must not contain dots".to_string()]
+        );
+        assert_eq!(qualified_name("p/").len(), 2);
         assert!(name_is_dns1035_label("hello-", true).is_empty());
         assert!(!name_is_dns1035_label("hello-", false).is_empty());
         assert!(dns1123_label("0abc").is_empty());
@@ -164,8 +160,6 @@ mod tests {
         assert!(qualified_name("hello-00001").is_empty());
         assert!(qualified_name("Hello_1").is_empty());
         assert!(!qualified_name("-bad").is_empty());
-        assert!(env_var_name("MY_VAR.x-1").is_empty());
-        assert!(!env_var_name("1FOO").is_empty());
         assert_eq!(go_list(&["a".into(), "b".into()]), "[a b]");
     }
 }

@@ -11,7 +11,7 @@ use crate::field_error::FieldError;
 use crate::serving::{Container, PodSpec, Volume};
 
 use super::container::{
-    Role, ServingPort, disallowed_extra, validate_container, warn_insecure_defaults,
+    Role, ServingPort, disallowed_extra, go_field_set, validate_container, warn_insecure_defaults,
 };
 use super::names::{dns1123_label, dns1123_subdomain};
 
@@ -36,13 +36,9 @@ fn gate(cfg: &Config, field: &str) -> Option<bool> {
         "hostIPC" => f.podspec_hostipc,
         "hostPID" => f.podspec_hostpid,
         "hostNetwork" => f.podspec_hostnetwork,
-        // Secure pod defaults need a pod-level seccompProfile to opt out of.
-        "securityContext" => {
-            return Some(
-                f.podspec_securitycontext.on()
-                    || f.secure_pod_defaults != SecurePodDefaults::Disabled,
-            );
-        }
+        // `PodSpecMask` always keeps the pod securityContext; `PodSecurityContextMask` then
+        // refuses each sub-field the flags do not allow (`validate_pod_security_context`).
+        "securityContext" => return Some(true),
         _ => return None,
     };
     Some(flag.on())
@@ -57,7 +53,7 @@ pub fn validate_pod_spec(cfg: &Config, ps: &PodSpec) -> FieldError {
     let mut masked: BTreeMap<String, Value> = ps
         .extra
         .iter()
-        .filter(|(k, _)| gate(cfg, k) != Some(true))
+        .filter(|(k, v)| gate(cfg, k) != Some(true) && go_field_set(k, v))
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect();
     if ps.automount_service_account_token == Some(true) {
@@ -69,9 +65,7 @@ pub fn validate_pod_spec(cfg: &Config, ps: &PodSpec) -> FieldError {
     errs = errs.also(disallowed_extra(&masked, ""));
 
     let pod_sc = ps.extra.get("securityContext").filter(|v| !v.is_null());
-    if let Some(sc) = pod_sc
-        && gate(cfg, "securityContext") == Some(true)
-    {
+    if let Some(sc) = pod_sc {
         errs = errs.also(validate_pod_security_context(cfg, sc).via_field("securityContext"));
     }
 
@@ -156,10 +150,6 @@ fn containers_port(containers: &[Container]) -> (ServingPort, FieldError) {
             .map(|p| p.name.clone())
             .filter(|n| !n.is_empty())
             .unwrap_or_else(|| "http".into()),
-        container_port: port
-            .map(|p| p.container_port)
-            .filter(|p| *p != 0)
-            .unwrap_or(8080),
     };
     let err = if count == 0 && containers.len() > 1 {
         FieldError::missing(&["ports"])
@@ -220,7 +210,6 @@ fn validate_init_containers(
     // Init containers have no serving port; a placeholder keeps the signature shared.
     let port = ServingPort {
         name: "http".into(),
-        container_port: 8080,
     };
     let mut errs = FieldError::none();
     for (i, c) in inits.iter().enumerate() {
@@ -242,7 +231,9 @@ fn validate_pod_security_context(cfg: &Config, sc: &Value) -> FieldError {
     let Some(obj) = sc.as_object() else {
         return FieldError::none();
     };
-    // With only secure-pod-defaults on, the pod-level seccompProfile is the one opt-out.
+    // `PodSecurityContextMask` (k8s_validation.go's `ValidatePodSecurityContext`): every
+    // sub-field set but not allowed is named. With only secure-pod-defaults on, the pod-level
+    // seccompProfile is the one opt-out; with neither flag, nothing is allowed.
     let allowed: &[&str] = if cfg.features.podspec_securitycontext.on() {
         &[
             "runAsUser",
@@ -252,8 +243,10 @@ fn validate_pod_security_context(cfg: &Config, sc: &Value) -> FieldError {
             "supplementalGroups",
             "seccompProfile",
         ]
-    } else {
+    } else if cfg.features.secure_pod_defaults != SecurePodDefaults::Disabled {
         &["seccompProfile"]
+    } else {
+        &[]
     };
     let extra: BTreeMap<String, Value> = obj
         .iter()
@@ -369,12 +362,28 @@ fn validate_volume(cfg: &Config, v: &Volume) -> FieldError {
         ));
     }
 
+    if sources.contains_key("hostPath") && cfg.features.podspec_volumes_hostpath != Flag::Enabled {
+        errs = errs.also(FieldError::generic(
+            format!(
+                "HostPath volume support is disabled, but found HostPath volume {}",
+                v.name
+            ),
+            &[],
+        ));
+    }
+
+    // k8s_validation.go `validateVolume`: the mask refuses kinds Knative does not know and
+    // gated kinds whose flag is off; the one-of count takes every kind Knative knows, gated
+    // or not, so an unknown kind alone also gets "expected exactly one, got neither".
     let mut disallowed: Vec<&str> = Vec::new();
     let mut specified: Vec<&str> = Vec::new();
     for &kind in sources.keys() {
         match source_gate(cfg, kind) {
             None => disallowed.push(kind),
-            Some(Some(flag)) if !flag.on() => disallowed.push(kind),
+            Some(Some(flag)) if !flag.on() => {
+                disallowed.push(kind);
+                specified.push(kind);
+            }
             Some(_) => specified.push(kind),
         }
     }
@@ -417,7 +426,7 @@ fn validate_volume(cfg: &Config, v: &Volume) -> FieldError {
         }
     }
 
-    if specified.is_empty() && disallowed.is_empty() {
+    if specified.is_empty() {
         let mut paths = vec!["secret", "configMap", "projected"];
         if cfg.features.podspec_volumes_emptydir == Flag::Enabled {
             paths.push("emptyDir");
