@@ -179,7 +179,13 @@ async fn list_or_watch(
             })?),
             None => None,
         };
-        return watch::serve(st, kind, ns, selector, from, timeout).await;
+        let table = match form {
+            ReadForm::Json => None,
+            ReadForm::Table { version, include } => {
+                Some(watch::TableWatch::new(kind, include, version)?)
+            }
+        };
+        return watch::serve(st, kind, ns, selector, from, timeout, table).await;
     }
     let res = resource(kind);
     // Read and encoded on the blocking pool: a large list is CPU work the async workers

@@ -286,6 +286,29 @@ fn tables_from_printer_columns() {
     );
     assert_eq!(t["columnDefinitions"][1]["name"], "DesiredScale");
 
+    // A watch of Tables (`kubectl get -w`): headers on the first event only.
+    let r = s
+        .http()
+        .get(s.url(&format!("{SVC}?watch=true&timeoutSeconds=1")))
+        .header("authorization", s.auth())
+        .header("accept", TABLE)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    let text = r.text().unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(!events.is_empty(), "{text}");
+    assert_eq!(events[0]["type"], "ADDED");
+    assert_eq!(events[0]["object"]["kind"], "Table");
+    assert_eq!(events[0]["object"]["rows"][0]["cells"][0], "hello");
+    assert!(events[0]["object"]["columnDefinitions"].is_array());
+    for e in &events[1..] {
+        assert_eq!(e["object"]["columnDefinitions"], Value::Null, "{e}");
+    }
+
     // kubectl's Accept list falls back to plain JSON; plain requests are unchanged.
     let (_, _, o) = get(&s, &format!("{SVC}/hello"), Some("application/json"));
     assert_eq!(o["kind"], "Service");
