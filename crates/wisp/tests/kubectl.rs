@@ -239,6 +239,45 @@ fn kubectl_discovers_and_prints_knative_kinds() {
         "http://hello.default.example.com"
     );
 
+    // `get -w`: the Table rows stream in, the header printed once.
+    let mut watch = Command::new("kubectl")
+        .args(["get", "ksvc", "-w", "--cache-dir"])
+        .arg(&k.cache)
+        .env("KUBECONFIG", &k.kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = watch.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut lines = Vec::new();
+    let header = rx.recv_timeout(Duration::from_secs(20)).unwrap();
+    lines.push(header);
+    lines.push(rx.recv_timeout(Duration::from_secs(20)).unwrap());
+    // A change streams as one more row, without a header.
+    let r = s
+        .http()
+        .patch(s.url("/apis/serving.knative.dev/v1/namespaces/default/services/hello"))
+        .header("authorization", s.auth())
+        .header("content-type", "application/merge-patch+json")
+        .body(r#"{"metadata":{"labels":{"touched":"yes"}}}"#)
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    lines.push(rx.recv_timeout(Duration::from_secs(20)).unwrap());
+    let _ = watch.kill();
+    let _ = watch.wait();
+    let lines = words(&lines.join("\n"));
+    assert_eq!(lines[0][0], "NAME", "{lines:?}");
+    assert_eq!(lines[1][0], "hello", "{lines:?}");
+    assert_eq!(lines[2][0], "hello", "{lines:?}");
+
     let (ok, _, err) = k.run(&["get", "pods"]);
     assert!(!ok);
     assert!(
