@@ -169,9 +169,12 @@ fn cell(type_: &str, v: &Value) -> Value {
             .map_or(Value::Null, Value::from),
         ("number", Value::Number(n)) => n.as_f64().map_or(Value::Null, Value::from),
         ("boolean", Value::Bool(_)) => v.clone(),
-        // kube prints a date as a human-readable age; no served kind has a date column, and
-        // the default Age column is only used by kinds without columns (none yet).
-        ("date", Value::String(_)) => v.clone(),
+        // kube prints a date as its age (`ConvertToHumanReadableDateType`), `<invalid>` when
+        // it does not parse.
+        ("date", Value::String(s)) => match wisp_api::age::parse_time(s) {
+            Some(t) => Value::String(wisp_api::age::human_duration(chrono::Utc::now() - t)),
+            None => Value::String("<invalid>".into()),
+        },
         _ => Value::Null,
     }
 }
@@ -278,6 +281,8 @@ mod tests {
             ("number", json!(3), json!(3.0)),
             ("boolean", json!(false), json!(false)),
             ("boolean", json!("false"), json!(null)),
+            ("date", json!("yesterday"), json!("<invalid>")),
+            ("date", json!(7), json!(null)),
         ];
         for (t, v, want) in cases {
             assert_eq!(cell(t, &v), want, "{t} {v}");
@@ -335,6 +340,23 @@ mod tests {
         assert_eq!(Include::parse(Some("None")).unwrap(), Include::None);
         assert_eq!(Include::parse(Some("Object")).unwrap(), Include::Object);
         assert_eq!(Include::parse(Some("all")).unwrap_err().status.code, 400);
+    }
+
+    #[test]
+    fn a_kind_without_columns_gets_age() {
+        let bare = ResourceKind {
+            printer_columns: &[],
+            ..kinds::SERVICE
+        };
+        let layout = Layout::of(&bare).unwrap();
+        let defs = layout.column_definitions();
+        assert_eq!(defs.len(), 2);
+        assert_eq!(defs[1]["name"], "Age");
+        assert_eq!(defs[1]["type"], "date");
+        let created = (chrono::Utc::now() - chrono::TimeDelta::seconds(605))
+            .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+        let cells = layout.cells(&json!({"metadata": {"name": "a", "creationTimestamp": created}}));
+        assert_eq!(cells, [json!("a"), json!("10m")]); // 10m for 600..659 s: not timing-sensitive
     }
 
     #[test]
