@@ -40,100 +40,34 @@ impl Output {
 // Ages are kube's HumanDuration, shared with the API server's Tables.
 pub use wisp_api::age::age;
 
-/// The kind-specific printer columns of `config/core/300-resources/*.yaml` (between NAME and AGE).
-pub fn kind_columns(kind: &ResourceKind) -> &'static [&'static str] {
-    match kind.kind {
-        "Service" => &["URL", "LATESTCREATED", "LATESTREADY", "READY", "REASON"],
-        "Route" => &["URL", "READY", "REASON"],
-        "Configuration" => &["LATESTCREATED", "LATESTREADY", "READY", "REASON"],
-        "Revision" => &[
-            "CONFIG NAME",
-            "GENERATION",
-            "READY",
-            "REASON",
-            "ACTUAL REPLICAS",
-            "DESIRED REPLICAS",
-        ],
-        "PodAutoscaler" => &["DESIREDSCALE", "ACTUALSCALE", "READY", "REASON"],
-        _ => &["READY", "REASON"],
-    }
+/// The kind-specific printer columns (between NAME and AGE): the kind's
+/// `additionalPrinterColumns` ([`ResourceKind::printer_columns`]), upper-cased as kubectl
+/// prints them.
+pub fn kind_columns(kind: &ResourceKind) -> Vec<String> {
+    kind.printer_columns
+        .iter()
+        .map(|c| c.name.to_uppercase())
+        .collect()
 }
 
-/// The status and reason of the object's `Ready` condition (blank when absent).
-pub fn ready_condition(o: &Value) -> (String, String) {
-    let cond = o
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some(wisp_api::meta::READY))
-        });
-    match cond {
-        Some(c) => (
-            c.get("status")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            c.get("reason")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        ),
-        None => (String::new(), String::new()),
-    }
-}
-
-fn cell(o: &Value, pointer: &str) -> String {
-    match o.pointer(pointer) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        Some(Value::Bool(b)) => b.to_string(),
-        _ => String::new(),
-    }
-}
-
-fn label(o: &Value, key: &str) -> String {
-    o.pointer("/metadata/labels")
-        .and_then(|l| l.get(key))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// The kind-specific cells of one row, in the order of [`kind_columns`].
+/// The kind-specific cells of one row, in the order of [`kind_columns`]: the API server's
+/// Table cells (one evaluation of the columns' JSONPaths), blank where a value is missing,
+/// as kubectl prints them.
 pub fn kind_cells(kind: &ResourceKind, o: &Value) -> Vec<String> {
-    let (ready, reason) = ready_condition(o);
-    match kind.kind {
-        "Service" => vec![
-            cell(o, "/status/url"),
-            cell(o, "/status/latestCreatedRevisionName"),
-            cell(o, "/status/latestReadyRevisionName"),
-            ready,
-            reason,
-        ],
-        "Route" => vec![cell(o, "/status/url"), ready, reason],
-        "Configuration" => vec![
-            cell(o, "/status/latestCreatedRevisionName"),
-            cell(o, "/status/latestReadyRevisionName"),
-            ready,
-            reason,
-        ],
-        "Revision" => vec![
-            label(o, wisp_api::labels::CONFIGURATION),
-            label(o, wisp_api::labels::CONFIGURATION_GENERATION),
-            ready,
-            reason,
-            cell(o, "/status/actualReplicas"),
-            cell(o, "/status/desiredReplicas"),
-        ],
-        "PodAutoscaler" => vec![
-            cell(o, "/status/desiredScale"),
-            cell(o, "/status/actualScale"),
-            ready,
-            reason,
-        ],
-        _ => vec![ready, reason],
-    }
+    let Ok(layout) = wisp_apiserver::table::Layout::of(kind) else {
+        // The compiled-in paths parse (wisp-apiserver's tests check each kind).
+        return vec![String::new(); kind.printer_columns.len()];
+    };
+    layout
+        .cells(o)
+        .into_iter()
+        .skip(1) // the name, printed by the caller
+        .map(|c| match c {
+            Value::String(s) => s,
+            Value::Null => String::new(),
+            other => other.to_string(),
+        })
+        .collect()
 }
 
 /// How the rows of one table are laid out.
@@ -152,7 +86,7 @@ pub fn header(kind: &ResourceKind, opts: TableOptions) -> Vec<String> {
         h.push("NAMESPACE".to_string());
     }
     h.push("NAME".to_string());
-    h.extend(kind_columns(kind).iter().map(|c| c.to_string()));
+    h.extend(kind_columns(kind));
     h.push("AGE".to_string());
     h
 }
