@@ -16,7 +16,63 @@ pub struct ResourceKind {
     pub group: &'static str,
     /// `v1`
     pub version: &'static str,
+    /// The CRD's `scope: Namespaced` (false: cluster-scoped).
+    pub namespaced: bool,
+    /// `all`, `knative`, `serving`: the CRD's `names.categories` (`kubectl get all`).
+    pub categories: &'static [&'static str],
+    /// The CRD's `additionalPrinterColumns` (`kubectl get` columns after `NAME`).
+    pub printer_columns: &'static [PrinterColumn],
 }
+
+/// One `additionalPrinterColumns` entry of a CRD
+/// (`apiextensions.k8s.io/v1` `CustomResourceColumnDefinition`).
+#[derive(Debug, PartialEq, Eq)]
+pub struct PrinterColumn {
+    pub name: &'static str,
+    /// OpenAPI type: `string`, `integer`, `number`, `boolean` or `date`.
+    pub type_: &'static str,
+    pub format: &'static str,
+    pub description: &'static str,
+    /// 0: shown by `kubectl get`; higher: only with `-o wide`.
+    pub priority: i32,
+    /// A kubectl JSONPath without the surrounding braces.
+    pub json_path: &'static str,
+}
+
+impl PrinterColumn {
+    const fn string(name: &'static str, json_path: &'static str) -> Self {
+        PrinterColumn {
+            name,
+            type_: "string",
+            format: "",
+            description: "",
+            priority: 0,
+            json_path,
+        }
+    }
+
+    const fn integer(name: &'static str, json_path: &'static str) -> Self {
+        PrinterColumn {
+            type_: "integer",
+            ..Self::string(name, json_path)
+        }
+    }
+}
+
+// The facts below (short names in the CRD's order, categories, printer columns) are those of
+// knative/serving `config/core/300-resources/{service,configuration,revision,route,
+// podautoscaler}.yaml`, so discovery and Tables answer exactly as on a cluster.
+
+const READY: PrinterColumn =
+    PrinterColumn::string("Ready", ".status.conditions[?(@.type=='Ready')].status");
+const REASON: PrinterColumn =
+    PrinterColumn::string("Reason", ".status.conditions[?(@.type=='Ready')].reason");
+const LATEST_CREATED: PrinterColumn =
+    PrinterColumn::string("LatestCreated", ".status.latestCreatedRevisionName");
+const LATEST_READY: PrinterColumn =
+    PrinterColumn::string("LatestReady", ".status.latestReadyRevisionName");
+const URL: PrinterColumn = PrinterColumn::string("URL", ".status.url");
+const SERVING_CATEGORIES: &[&str] = &["all", "knative", "serving"];
 
 impl ResourceKind {
     /// `group/version`.
@@ -40,9 +96,12 @@ pub const SERVICE: ResourceKind = ResourceKind {
     kind: "Service",
     plural: "services",
     singular: "service",
-    short_names: &["ksvc", "kservice"],
+    short_names: &["kservice", "ksvc"],
     group: "serving.knative.dev",
     version: "v1",
+    namespaced: true,
+    categories: SERVING_CATEGORIES,
+    printer_columns: &[URL, LATEST_CREATED, LATEST_READY, READY, REASON],
 };
 pub const CONFIGURATION: ResourceKind = ResourceKind {
     kind: "Configuration",
@@ -51,6 +110,9 @@ pub const CONFIGURATION: ResourceKind = ResourceKind {
     short_names: &["config", "cfg"],
     group: "serving.knative.dev",
     version: "v1",
+    namespaced: true,
+    categories: SERVING_CATEGORIES,
+    printer_columns: &[LATEST_CREATED, LATEST_READY, READY, REASON],
 };
 pub const REVISION: ResourceKind = ResourceKind {
     kind: "Revision",
@@ -59,6 +121,23 @@ pub const REVISION: ResourceKind = ResourceKind {
     short_names: &["rev"],
     group: "serving.knative.dev",
     version: "v1",
+    namespaced: true,
+    categories: SERVING_CATEGORIES,
+    printer_columns: &[
+        PrinterColumn::string(
+            "Config Name",
+            r".metadata.labels['serving\.knative\.dev/configuration']",
+        ),
+        // A string column in Knative's CRD too: the label holds an int in string form.
+        PrinterColumn::string(
+            "Generation",
+            r".metadata.labels['serving\.knative\.dev/configurationGeneration']",
+        ),
+        READY,
+        REASON,
+        PrinterColumn::integer("Actual Replicas", ".status.actualReplicas"),
+        PrinterColumn::integer("Desired Replicas", ".status.desiredReplicas"),
+    ],
 };
 pub const ROUTE: ResourceKind = ResourceKind {
     kind: "Route",
@@ -67,6 +146,9 @@ pub const ROUTE: ResourceKind = ResourceKind {
     short_names: &["rt"],
     group: "serving.knative.dev",
     version: "v1",
+    namespaced: true,
+    categories: SERVING_CATEGORIES,
+    printer_columns: &[URL, READY, REASON],
 };
 pub const POD_AUTOSCALER: ResourceKind = ResourceKind {
     kind: "PodAutoscaler",
@@ -75,6 +157,14 @@ pub const POD_AUTOSCALER: ResourceKind = ResourceKind {
     short_names: &["kpa", "pa"],
     group: "autoscaling.internal.knative.dev",
     version: "v1alpha1",
+    namespaced: true,
+    categories: &["knative-internal", "autoscaling"],
+    printer_columns: &[
+        PrinterColumn::integer("DesiredScale", ".status.desiredScale"),
+        PrinterColumn::integer("ActualScale", ".status.actualScale"),
+        READY,
+        REASON,
+    ],
 };
 
 /// Every kind, in the order `wisp get all` would print them.

@@ -7,6 +7,7 @@
 //! Start with [`serving`] for the types, [`field_error`] for how errors render, and
 //! [`config::Config`] for the configuration every defaulting and validation rule reads.
 
+pub mod age;
 pub mod annotations;
 pub mod autoscaling;
 pub mod config;

@@ -19,6 +19,8 @@ use crate::{
     ApiState, admission,
     body::{self, merge_patch},
     error::{ApiError, add_warnings},
+    negotiate::{self, ObjectForm},
+    table::{Include, Layout},
     watch,
 };
 
@@ -69,11 +71,36 @@ fn ok(code: StatusCode, object: Value, warnings: &[String]) -> Response {
 
 // === reads ===
 
+/// How a read answers: plain objects, or a Table with its `includeObject`.
+#[derive(Clone, Copy)]
+enum ReadForm {
+    Json,
+    Table {
+        version: &'static str,
+        include: Include,
+    },
+}
+
+/// Negotiates a read's form from `Accept` and `includeObject` (only read for Tables, as
+/// kube reads `TableOptions` only then).
+fn read_form(headers: &HeaderMap, q: &HashMap<String, String>) -> Result<ReadForm, ApiError> {
+    Ok(match negotiate::object_form(negotiate::accept(headers))? {
+        ObjectForm::Json => ReadForm::Json,
+        ObjectForm::Table(version) => ReadForm::Table {
+            version,
+            include: Include::parse(q.get("includeObject").map(String::as_str))?,
+        },
+    })
+}
+
 pub async fn get(
     State(st): State<ApiState>,
     Path((g, v, ns, plural, name)): NamePath,
+    Query(q): Params,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
+    let form = read_form(&headers, &q)?;
     let res = resource(kind);
     let obj = blocking(move || {
         st.store
@@ -81,29 +108,48 @@ pub async fn get(
             .ok_or_else(|| ApiError::not_found(&res, &name))
     })
     .await?;
-    Ok(ok(StatusCode::OK, obj, &[]))
+    match form {
+        ReadForm::Json => Ok(ok(StatusCode::OK, obj, &[])),
+        ReadForm::Table { version, include } => {
+            // A Table of one object carries that object's resourceVersion
+            // (tableconvertor.go: CommonAccessor).
+            let rv = obj["metadata"]["resourceVersion"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            let table = Layout::of(kind)?.table(vec![obj], &rv, include, version);
+            Ok(ok(StatusCode::OK, table, &[]))
+        }
+    }
 }
 
-pub async fn get_status(state: State<ApiState>, path: NamePath) -> Result<Response, ApiError> {
-    get(state, path).await
+pub async fn get_status(
+    state: State<ApiState>,
+    path: NamePath,
+    q: Params,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    get(state, path, q, headers).await
 }
 
 pub async fn list(
     State(st): State<ApiState>,
     Path((g, v, ns, plural)): NsPath,
     Query(q): Params,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
-    list_or_watch(st, kind, Some(ns), q).await
+    list_or_watch(st, kind, Some(ns), q, &headers).await
 }
 
 pub async fn list_all(
     State(st): State<ApiState>,
     Path((g, v, plural)): Path<(String, String, String)>,
     Query(q): Params,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
-    list_or_watch(st, kind, None, q).await
+    list_or_watch(st, kind, None, q, &headers).await
 }
 
 async fn list_or_watch(
@@ -111,7 +157,9 @@ async fn list_or_watch(
     kind: &'static ResourceKind,
     ns: Option<String>,
     q: HashMap<String, String>,
+    headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
+    let form = read_form(headers, &q)?;
     let selector = match q.get("labelSelector").filter(|s| !s.is_empty()) {
         Some(s) => Some(LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?),
         None => None,
@@ -131,20 +179,31 @@ async fn list_or_watch(
             })?),
             None => None,
         };
-        return watch::serve(st, kind, ns, selector, from, timeout).await;
+        let table = match form {
+            ReadForm::Json => None,
+            ReadForm::Table { version, include } => {
+                Some(watch::TableWatch::new(kind, include, version)?)
+            }
+        };
+        return watch::serve(st, kind, ns, selector, from, timeout, table).await;
     }
     let res = resource(kind);
     // Read and encoded on the blocking pool: a large list is CPU work the async workers
     // must not do.
     let body = blocking(move || {
         let (items, rv) = st.store.list(&res, ns.as_deref(), selector.as_ref())?;
-        serde_json::to_vec(&json!({
-            "apiVersion": kind.api_version(),
-            "kind": format!("{}List", kind.kind),
-            "metadata": {"resourceVersion": rv.to_string()},
-            "items": items,
-        }))
-        .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))
+        let list = match form {
+            ReadForm::Json => json!({
+                "apiVersion": kind.api_version(),
+                "kind": format!("{}List", kind.kind),
+                "metadata": {"resourceVersion": rv.to_string()},
+                "items": items,
+            }),
+            ReadForm::Table { version, include } => {
+                Layout::of(kind)?.table(items, &rv.to_string(), include, version)
+            }
+        };
+        serde_json::to_vec(&list).map_err(|e| ApiError::internal(format!("encoding the list: {e}")))
     })
     .await?;
     Ok((

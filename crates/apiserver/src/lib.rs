@@ -5,15 +5,21 @@
 //! cluster-wide lists `/apis/{group}/{version}/{plural}`. Writes go through [`admission`]
 //! (Knative's defaulting and validation) before they reach the store; errors are
 //! Kubernetes `Status` objects ([`error`]); `?watch=true` streams ordered events ([`watch`]).
+//! Discovery (`/version`, `/api`, `/apis`, …) is [`discovery`]; reads answer a `Table`
+//! ([`table`]) when the `Accept` header asks for one ([`negotiate`]).
 //! Start reading at [`router`].
 
 pub mod admission;
 pub mod body;
 pub mod cpu;
+pub mod discovery;
 pub mod error;
 mod handlers;
 pub mod inflight;
+pub mod jsonpath;
 mod logs;
+pub mod negotiate;
+pub mod table;
 mod watch;
 
 use std::sync::Arc;
@@ -59,6 +65,16 @@ pub struct ApiState {
 /// The whole API as an axum router.
 pub fn router(state: ApiState) -> Router {
     let api = Router::new()
+        // Discovery (discovery.rs): what kubectl asks before anything else.
+        .route("/version", get(discovery::version))
+        .route("/api", get(discovery::api))
+        .route("/api/v1", get(discovery::core_v1))
+        .route("/apis", get(discovery::apis))
+        .route("/apis/{group}", get(discovery::group))
+        .route(
+            "/apis/{group}/{version}",
+            get(discovery::group_version_resources),
+        )
         .route("/apis/{group}/{version}/{plural}", get(handlers::list_all))
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}",

@@ -16,7 +16,12 @@ use serde_json::Value;
 use wisp_api::kinds::ResourceKind;
 use wisp_store::{LabelSelector, RawEvent, Start, Watch, WatchBatch, WatchSpec};
 
-use crate::{ApiState, error::ApiError, handlers::resource};
+use crate::{
+    ApiState,
+    error::ApiError,
+    handlers::resource,
+    table::{Include, Layout},
+};
 
 /// Events fetched from the store per round trip.
 const BATCH: usize = 256;
@@ -27,6 +32,53 @@ struct WatchState {
     deadline: Option<tokio::time::Instant>,
     stopping: tokio::sync::watch::Receiver<bool>,
     done: bool,
+    table: Option<TableWatch>,
+}
+
+/// A watch that answers Tables (`kubectl get -w`): each event's object is a Table of that
+/// one object, and only the first carries the column definitions, as kube-apiserver's
+/// watch `Fixup` sets `NoHeaders` after the first event
+/// (`k8s.io/apiserver/pkg/endpoints/handlers/watch.go`).
+pub struct TableWatch {
+    layout: Layout,
+    include: Include,
+    version: &'static str,
+    headers_sent: bool,
+}
+
+impl TableWatch {
+    pub fn new(
+        kind: &ResourceKind,
+        include: Include,
+        version: &'static str,
+    ) -> Result<Self, ApiError> {
+        Ok(TableWatch {
+            layout: Layout::of(kind)?,
+            include,
+            version,
+            headers_sent: false,
+        })
+    }
+
+    fn line(&mut self, ev: &RawEvent) -> bytes::Bytes {
+        let obj: Value = match serde_json::from_str(&ev.object) {
+            Ok(o) => o,
+            // Stored JSON always parses; should it not, the object goes out as stored.
+            Err(_) => return raw_line(ev.event_type.as_str(), &ev.object),
+        };
+        let rv = obj["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let mut table = self
+            .layout
+            .table(vec![obj], &rv, self.include, self.version);
+        if self.headers_sent {
+            table["columnDefinitions"] = Value::Null;
+        }
+        self.headers_sent = true;
+        line(ev.event_type.as_str(), &table)
+    }
 }
 
 /// One watch event line, `{"type":…,"object":…}\n`.
@@ -63,6 +115,7 @@ pub async fn serve(
     selector: Option<LabelSelector>,
     from: Option<u64>,
     timeout_secs: Option<u64>,
+    table: Option<TableWatch>,
 ) -> Result<Response, ApiError> {
     let spec = WatchSpec::new([resource(kind)])
         .namespace(ns)
@@ -76,6 +129,7 @@ pub async fn serve(
         deadline: timeout_secs.map(|s| tokio::time::Instant::now() + Duration::from_secs(s)),
         stopping: st.stopping.clone(),
         done: false,
+        table,
     };
     let stream = futures_util::stream::unfold(state, next_chunk);
     Ok(Response::builder()
@@ -107,7 +161,10 @@ async fn next_chunk(
         };
         match batch {
             Ok(WatchBatch::Listed { events, .. } | WatchBatch::Changed(events)) => {
-                s.pending.extend(lines(events));
+                match &mut s.table {
+                    Some(t) => s.pending.extend(events.iter().map(|ev| t.line(ev))),
+                    None => s.pending.extend(lines(events)),
+                }
             }
             Err(e) => {
                 // Compacted past us (or a store failure): tell the client as Kubernetes does,
@@ -140,5 +197,33 @@ mod tests {
             let b = json!({"type": ty, "object": object});
             assert_eq!(a, b);
         }
+    }
+
+    #[test]
+    fn table_watches_send_headers_once() {
+        let mut t = TableWatch::new(&wisp_api::kinds::ROUTE, Include::None, "v1").unwrap();
+        let ev = |ty, name: &str| RawEvent {
+            resource_version: 3,
+            resource: "routes.serving.knative.dev".into(),
+            event_type: ty,
+            object: json!({"metadata": {"name": name, "resourceVersion": "3"},
+                           "status": {"url": "http://x"}})
+            .to_string(),
+        };
+        let first: Value =
+            serde_json::from_slice(&t.line(&ev(wisp_store::EventType::Added, "a"))).unwrap();
+        assert_eq!(first["type"], "ADDED");
+        assert_eq!(first["object"]["kind"], "Table");
+        assert_eq!(first["object"]["columnDefinitions"][1]["name"], "URL");
+        assert_eq!(
+            first["object"]["rows"][0]["cells"],
+            json!(["a", "http://x", null, null])
+        );
+        assert_eq!(first["object"]["metadata"]["resourceVersion"], "3");
+        let second: Value =
+            serde_json::from_slice(&t.line(&ev(wisp_store::EventType::Deleted, "b"))).unwrap();
+        assert_eq!(second["type"], "DELETED");
+        assert_eq!(second["object"]["columnDefinitions"], Value::Null);
+        assert_eq!(second["object"]["rows"][0]["cells"][0], "b");
     }
 }

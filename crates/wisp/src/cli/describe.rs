@@ -435,7 +435,7 @@ mod tests {
 
     #[test]
     fn describe_service() {
-        let now = printers::parse_time("2024-05-01T12:00:00Z").unwrap();
+        let now = wisp_api::age::parse_time("2024-05-01T12:00:00Z").unwrap();
         let svc = json!({
             "apiVersion": "serving.knative.dev/v1",
             "kind": "Service",
@@ -507,7 +507,7 @@ Owned objects:
 
     #[test]
     fn describe_bare_object() {
-        let now = printers::parse_time("2024-05-01T12:00:00Z").unwrap();
+        let now = wisp_api::age::parse_time("2024-05-01T12:00:00Z").unwrap();
         let rev =
             json!({"metadata": {"name": "r", "namespace": "ns", "labels": {"b": "2", "a": "1"}}});
         let got = describe(&kinds::REVISION, &rev, &[], now);

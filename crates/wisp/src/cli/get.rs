@@ -449,7 +449,7 @@ mod tests {
     }
 
     fn now() -> chrono::DateTime<Utc> {
-        printers::parse_time("2024-05-01T12:00:00Z").unwrap()
+        wisp_api::age::parse_time("2024-05-01T12:00:00Z").unwrap()
     }
 
     #[test]

@@ -1,9 +1,9 @@
 //! Output formatting shared by the client commands: kubectl's table layout (tabwriter with
 //! padding 3), the printer columns of each kind (the `additionalPrinterColumns` of Knative's
-//! `config/core/300-resources/*.yaml`), `HumanDuration` ages and the
+//! `config/core/300-resources/*.yaml`), `HumanDuration` ages (`wisp_api::age`) and the
 //! `-o json|yaml|name` formats.
 
-use chrono::{DateTime, TimeDelta, Utc};
+use chrono::{DateTime, Utc};
 use serde::Serialize;
 use serde_json::{Value, json};
 use wisp_api::kinds::{self, ResourceKind};
@@ -37,163 +37,37 @@ impl Output {
     }
 }
 
-/// Kubernetes `k8s.io/apimachinery/pkg/util/duration.HumanDuration`: a short, rounded-down
-/// age such as `45s`, `2m5s`, `15m`, `3h20m`, `2d4h` or `3y12d`.
-pub fn human_duration(d: TimeDelta) -> String {
-    let seconds = d.num_milliseconds() / 1000; // truncates toward zero, like Go's int(d.Seconds())
-    if seconds < -1 {
-        return "<invalid>".into();
-    } else if seconds < 0 {
-        return "0s".into();
-    } else if seconds < 60 * 2 {
-        return format!("{seconds}s");
-    }
-    let minutes = seconds / 60;
-    if minutes < 10 {
-        let s = seconds % 60;
-        if s == 0 {
-            return format!("{minutes}m");
-        }
-        return format!("{minutes}m{s}s");
-    } else if minutes < 60 * 3 {
-        return format!("{minutes}m");
-    }
-    let hours = minutes / 60;
-    if hours < 8 {
-        let m = minutes % 60;
-        if m == 0 {
-            return format!("{hours}h");
-        }
-        return format!("{hours}h{m}m");
-    } else if hours < 48 {
-        return format!("{hours}h");
-    } else if hours < 24 * 8 {
-        let h = hours % 24;
-        if h == 0 {
-            return format!("{}d", hours / 24);
-        }
-        return format!("{}d{}h", hours / 24, h);
-    } else if hours < 24 * 365 * 2 {
-        return format!("{}d", hours / 24);
-    } else if hours < 24 * 365 * 8 {
-        let dy = (hours / 24) % 365;
-        if dy == 0 {
-            return format!("{}y", hours / 24 / 365);
-        }
-        return format!("{}y{}d", hours / 24 / 365, dy);
-    }
-    format!("{}y", hours / 24 / 365)
+// Ages are kube's HumanDuration, shared with the API server's Tables.
+pub use wisp_api::age::age;
+
+/// The kind-specific printer columns (between NAME and AGE): the kind's
+/// `additionalPrinterColumns` ([`ResourceKind::printer_columns`]), upper-cased as kubectl
+/// prints them.
+pub fn kind_columns(kind: &ResourceKind) -> Vec<String> {
+    kind.printer_columns
+        .iter()
+        .map(|c| c.name.to_uppercase())
+        .collect()
 }
 
-/// Parses an RFC 3339 timestamp as the API writes it.
-pub fn parse_time(s: &str) -> Option<DateTime<Utc>> {
-    DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
-}
-
-/// kubectl's `translateTimestampSince`: the age of a timestamp, `<unknown>` when absent.
-pub fn age(timestamp: Option<&str>, now: DateTime<Utc>) -> String {
-    match timestamp.and_then(parse_time) {
-        Some(t) => human_duration(now - t),
-        None => "<unknown>".into(),
-    }
-}
-
-/// The kind-specific printer columns of `config/core/300-resources/*.yaml` (between NAME and AGE).
-pub fn kind_columns(kind: &ResourceKind) -> &'static [&'static str] {
-    match kind.kind {
-        "Service" => &["URL", "LATESTCREATED", "LATESTREADY", "READY", "REASON"],
-        "Route" => &["URL", "READY", "REASON"],
-        "Configuration" => &["LATESTCREATED", "LATESTREADY", "READY", "REASON"],
-        "Revision" => &[
-            "CONFIG NAME",
-            "GENERATION",
-            "READY",
-            "REASON",
-            "ACTUAL REPLICAS",
-            "DESIRED REPLICAS",
-        ],
-        "PodAutoscaler" => &["DESIREDSCALE", "ACTUALSCALE", "READY", "REASON"],
-        _ => &["READY", "REASON"],
-    }
-}
-
-/// The status and reason of the object's `Ready` condition (blank when absent).
-pub fn ready_condition(o: &Value) -> (String, String) {
-    let cond = o
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| {
-            cs.iter()
-                .find(|c| c.get("type").and_then(Value::as_str) == Some(wisp_api::meta::READY))
-        });
-    match cond {
-        Some(c) => (
-            c.get("status")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-            c.get("reason")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string(),
-        ),
-        None => (String::new(), String::new()),
-    }
-}
-
-fn cell(o: &Value, pointer: &str) -> String {
-    match o.pointer(pointer) {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Number(n)) => n.to_string(),
-        Some(Value::Bool(b)) => b.to_string(),
-        _ => String::new(),
-    }
-}
-
-fn label(o: &Value, key: &str) -> String {
-    o.pointer("/metadata/labels")
-        .and_then(|l| l.get(key))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string()
-}
-
-/// The kind-specific cells of one row, in the order of [`kind_columns`].
+/// The kind-specific cells of one row, in the order of [`kind_columns`]: the API server's
+/// Table cells (one evaluation of the columns' JSONPaths), blank where a value is missing,
+/// as kubectl prints them.
 pub fn kind_cells(kind: &ResourceKind, o: &Value) -> Vec<String> {
-    let (ready, reason) = ready_condition(o);
-    match kind.kind {
-        "Service" => vec![
-            cell(o, "/status/url"),
-            cell(o, "/status/latestCreatedRevisionName"),
-            cell(o, "/status/latestReadyRevisionName"),
-            ready,
-            reason,
-        ],
-        "Route" => vec![cell(o, "/status/url"), ready, reason],
-        "Configuration" => vec![
-            cell(o, "/status/latestCreatedRevisionName"),
-            cell(o, "/status/latestReadyRevisionName"),
-            ready,
-            reason,
-        ],
-        "Revision" => vec![
-            label(o, wisp_api::labels::CONFIGURATION),
-            label(o, wisp_api::labels::CONFIGURATION_GENERATION),
-            ready,
-            reason,
-            cell(o, "/status/actualReplicas"),
-            cell(o, "/status/desiredReplicas"),
-        ],
-        "PodAutoscaler" => vec![
-            cell(o, "/status/desiredScale"),
-            cell(o, "/status/actualScale"),
-            ready,
-            reason,
-        ],
-        _ => vec![ready, reason],
-    }
+    let Ok(layout) = wisp_apiserver::table::Layout::of(kind) else {
+        // The compiled-in paths parse (wisp-apiserver's tests check each kind).
+        return vec![String::new(); kind.printer_columns.len()];
+    };
+    layout
+        .cells(o)
+        .into_iter()
+        .skip(1) // the name, printed by the caller
+        .map(|c| match c {
+            Value::String(s) => s,
+            Value::Null => String::new(),
+            other => other.to_string(),
+        })
+        .collect()
 }
 
 /// How the rows of one table are laid out.
@@ -212,7 +86,7 @@ pub fn header(kind: &ResourceKind, opts: TableOptions) -> Vec<String> {
         h.push("NAMESPACE".to_string());
     }
     h.push("NAME".to_string());
-    h.extend(kind_columns(kind).iter().map(|c| c.to_string()));
+    h.extend(kind_columns(kind));
     h.push("AGE".to_string());
     h
 }
@@ -327,54 +201,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn human_duration_matches_kubernetes() {
-        let cases: &[(i64, &str)] = &[
-            (-5_000, "<invalid>"),
-            (-2_000, "<invalid>"),
-            (-1_500, "0s"),
-            (-1_000, "0s"),
-            (-999, "0s"),
-            (0, "0s"),
-            (1_000, "1s"),
-            (59_000, "59s"),
-            (60_000, "60s"),
-            (119_999, "119s"),
-            (120_000, "2m"),
-            (125_000, "2m5s"),
-            (9 * 60_000 + 59_000, "9m59s"),
-            (10 * 60_000, "10m"),
-            (10 * 60_000 + 30_000, "10m"),
-            (179 * 60_000, "179m"),
-            (3 * 3_600_000, "3h"),
-            (3 * 3_600_000 + 20 * 60_000, "3h20m"),
-            (7 * 3_600_000 + 59 * 60_000, "7h59m"),
-            (8 * 3_600_000, "8h"),
-            (47 * 3_600_000 + 59 * 60_000, "47h"),
-            (48 * 3_600_000, "2d"),
-            (52 * 3_600_000, "2d4h"),
-            (7 * 86_400_000 + 23 * 3_600_000, "7d23h"),
-            (8 * 86_400_000, "8d"),
-            (729 * 86_400_000, "729d"),
-            (730 * 86_400_000, "2y"),
-            (742 * 86_400_000, "2y12d"),
-            (8 * 365 * 86_400_000, "8y"),
-            (20 * 365 * 86_400_000 + 5 * 86_400_000, "20y"),
-        ];
-        for &(ms, want) in cases {
-            assert_eq!(human_duration(TimeDelta::milliseconds(ms)), want, "{ms}ms");
-        }
-    }
-
-    #[test]
-    fn age_of_missing_or_bad_timestamp_is_unknown() {
-        let now = parse_time("2024-05-01T12:00:00Z").unwrap();
-        assert_eq!(age(None, now), "<unknown>");
-        assert_eq!(age(Some("yesterday"), now), "<unknown>");
-        assert_eq!(age(Some("2024-05-01T11:57:55Z"), now), "2m5s");
-        assert_eq!(age(Some("2024-05-01T14:00:00+02:00"), now), "0s");
-    }
-
-    #[test]
     fn output_formats() {
         assert_eq!(Output::parse(None).unwrap(), Output::Table);
         assert_eq!(Output::parse(Some("wide")).unwrap(), Output::Wide);
@@ -433,7 +259,7 @@ a                                                  10m
 
     #[test]
     fn rows_per_kind() {
-        let now = parse_time("2024-05-01T12:00:00Z").unwrap();
+        let now = wisp_api::age::parse_time("2024-05-01T12:00:00Z").unwrap();
         let opts = TableOptions::default();
         assert_eq!(
             row(&kinds::SERVICE, &service(), opts, now),
