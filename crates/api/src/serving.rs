@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::meta::{ObjectMeta, Status};
+use crate::quantity::Quantity;
 
 /// API group of the serving resources.
 pub const GROUP: &str = "serving.knative.dev";
@@ -236,7 +237,7 @@ pub struct Container {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_probe: Option<Probe>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<Value>,
+    pub resources: Option<ResourceRequirements>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -246,6 +247,20 @@ pub struct Container {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<VolumeMount>,
     /// Container fields Knative rejects (`lifecycle`, `stdin`, `tty`, …).
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// `resources`: the quantities are parsed when the object is decoded, as kube-apiserver
+/// decodes a `resource.Quantity` (a malformed one refuses the object with apimachinery's
+/// message), and written back in canonical form (`1000m` is stored as `1`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourceRequirements {
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, Quantity>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, Quantity>,
+    /// `claims` and anything else Knative rejects.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }

@@ -215,7 +215,7 @@ pub fn validate_container(
         .via_field("ports"),
     );
     if let Some(r) = &c.resources {
-        errs = errs.also(disallowed_keys(r, &["limits", "requests"], "resources"));
+        errs = errs.also(disallowed_extra(&r.extra, "resources"));
     }
     if let Some(sc) = &c.security_context {
         errs = errs.also(validate_security_context(cfg, sc).via_field("securityContext"));

@@ -1609,6 +1609,61 @@ fn exactly_knative_issue_17() {
             &d,
             "HostPath volume support is disabled, but found HostPath volume v: \nmust not set the field(s): spec.template.spec.volumes[0].hostPath",
         ),
+        // Class 11 — k8s_validation.go `validateEmptyDirFields`: `SizeLimit.Value() < 0` is
+        // `ErrInvalidValue(dir.SizeLimit, "sizeLimit")`, printed as the Quantity's String().
+        (
+            "11 negative emptyDir sizeLimit",
+            set(
+                set(
+                    hello(),
+                    "/spec/template/spec/volumes",
+                    json!([{"name": "x", "emptyDir": {"sizeLimit": "-1024Mi"}}]),
+                ),
+                &format!("{C0}/volumeMounts"),
+                json!([{"name": "x", "mountPath": "/x"}]),
+            ),
+            &d,
+            "invalid value: -1Gi: spec.template.spec.volumes[0].emptyDir.sizeLimit",
+        ),
+        (
+            "11 negative fraction of a nano rounds away from zero, zero passes",
+            set(
+                set(
+                    hello(),
+                    "/spec/template/spec/volumes",
+                    json!([
+                        {"name": "x", "emptyDir": {"sizeLimit": "-0.1n"}},
+                        {"name": "y", "emptyDir": {"sizeLimit": "-0"}},
+                        {"name": "z", "emptyDir": {"sizeLimit": 1, "medium": "Memory"}}
+                    ]),
+                ),
+                &format!("{C0}/volumeMounts"),
+                json!([{"name": "x", "mountPath": "/x"}, {"name": "y", "mountPath": "/y"}, {"name": "z", "mountPath": "/z"}]),
+            ),
+            &d,
+            "invalid value: -1n: spec.template.spec.volumes[0].emptyDir.sizeLimit",
+        ),
+        // Class 10 — k8s_validation.go `validateDownwardAPIProjection` /
+        // `validateDownwardAPIVolumeFile`: one of fieldRef / resourceFieldRef, not both, and
+        // a path.
+        (
+            "10 projected downwardAPI items",
+            set(
+                set(
+                    hello(),
+                    "/spec/template/spec/volumes",
+                    json!([{"name": "d", "projected": {"sources": [{"downwardAPI": {"items": [
+                        {"path": "ok", "fieldRef": {"fieldPath": "metadata.name"}},
+                        {"path": "none"},
+                        {"fieldRef": {"fieldPath": "metadata.name"}, "resourceFieldRef": {"resource": "limits.cpu"}}
+                    ]}}]}}]),
+                ),
+                &format!("{C0}/volumeMounts"),
+                json!([{"name": "d", "mountPath": "/d", "readOnly": true}]),
+            ),
+            &d,
+            "Within a single item, cannot set both: spec.template.spec.volumes[0].projected[0].downwardAPI.items[2].fieldRef, spec.template.spec.volumes[0].projected[0].downwardAPI.items[2].resourceFieldRef\nexpected exactly one, got neither: spec.template.spec.volumes[0].projected[0].downwardAPI.items[1].fieldRef, spec.template.spec.volumes[0].projected[0].downwardAPI.items[1].resourceFieldRef\nmissing field(s): spec.template.spec.volumes[0].projected[0].downwardAPI.items[2].path",
+        ),
         // Class 17 — k8s_validation.go `ValidatePodSecurityContext` with
         // `PodSecurityContextMask`: each sub-field set is named, not the whole context.
         (
@@ -1727,5 +1782,59 @@ proptest::proptest! {
         let obj = set(obj, &format!("{C0}/ports"), json!([{"name": s, "containerPort": n}]));
         let obj = set(obj, &format!("{C0}/volumeMounts"), json!([{"name": s, "mountPath": s}]));
         let _ = validate_service(&svc(obj), None, &d).to_string();
+    }
+}
+
+/// Issue 17, class 21 (and the decode half of class 11): `resources` quantities are
+/// apimachinery `resource.Quantity` values (k8s.io/apimachinery `pkg/api/resource/quantity.go`
+/// `UnmarshalJSON` / `MarshalJSON`): decoding parses them (a malformed one refuses the whole
+/// object with `ErrFormatWrong` / `ErrSuffix`) and the stored object has the canonical form.
+#[test]
+fn exactly_knative_issue_17_quantities() {
+    let stored = |resources: Value| -> Value {
+        let s = svc(set(hello(), &format!("{C0}/resources"), resources));
+        serde_json::to_value(&s.spec.template.spec.pod.containers[0].resources).expect("json")
+    };
+    for (given, want) in [
+        (
+            json!({"limits": {"cpu": "1000m", "memory": "1024Mi"}, "requests": {"cpu": 0.5, "memory": 128974848}}),
+            json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "128974848"}}),
+        ),
+        (
+            json!({"limits": {"ephemeral-storage": "1e3", "cpu": " 2 "}}),
+            json!({"limits": {"cpu": "2", "ephemeral-storage": "1e3"}}),
+        ),
+        (
+            json!({"requests": {"memory": "1.5Gi", "cpu": "100m"}}),
+            json!({"requests": {"cpu": "100m", "memory": "1536Mi"}}),
+        ),
+    ] {
+        assert_eq!(stored(given.clone()), want, "{given}");
+    }
+    for (given, want) in [
+        (
+            json!({"limits": {"cpu": "one"}}),
+            crate::quantity::ERR_FORMAT_WRONG,
+        ),
+        (
+            json!({"requests": {"memory": "1GB"}}),
+            crate::quantity::ERR_FORMAT_WRONG,
+        ),
+        (
+            json!({"requests": {"memory": "1mi"}}),
+            crate::quantity::ERR_SUFFIX,
+        ),
+        (
+            json!({"limits": {"cpu": ""}}),
+            crate::quantity::ERR_FORMAT_WRONG,
+        ),
+    ] {
+        let e = serde_json::from_value::<Service>(set(
+            hello(),
+            &format!("{C0}/resources"),
+            given.clone(),
+        ))
+        .expect_err("malformed quantity");
+        assert!(e.to_string().starts_with(want), "{given}: {e}");
     }
 }
