@@ -545,7 +545,8 @@ mod tests {
                         {"name": "secret", "mountPath": "/s", "readOnly": true},
                         {"name": "cm", "mountPath": "/c", "readOnly": true},
                         {"name": "scratch", "mountPath": "/tmp"},
-                        {"name": "data", "mountPath": "/data", "readOnly": false},
+                        // Go omits `readOnly: false` (core/v1 VolumeMount, omitempty).
+                        {"name": "data", "mountPath": "/data"},
                         {"name": "eph", "mountPath": "/eph"},
                     ]}))],
                     "volumes": [

@@ -319,20 +319,32 @@ pub struct Probe {
     pub exec: Option<ExecAction>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc: Option<GrpcAction>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "zero_or_none")]
     pub initial_delay_seconds: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "zero_or_none")]
     pub timeout_seconds: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "zero_or_none")]
     pub period_seconds: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "zero_or_none")]
     pub success_threshold: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "zero_or_none")]
     pub failure_threshold: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+/// Go omits a zero `int32` tagged `omitempty` (k8s.io/api core/v1 `Probe`'s
+/// `initialDelaySeconds`, `timeoutSeconds`, `periodSeconds`, `successThreshold`,
+/// `failureThreshold`), so a stored `0` is not written.
+fn zero_or_none(v: &Option<i64>) -> bool {
+    matches!(v, None | Some(0))
+}
+
+/// Go omits a `false` `bool` tagged `omitempty` (k8s.io/api core/v1 `VolumeMount.readOnly`).
+fn false_or_none(v: &Option<bool>) -> bool {
+    matches!(v, None | Some(false))
 }
 
 /// An IntOrString port reference (`8080` or `"http"`); absent is `Value::Null`.
@@ -446,7 +458,7 @@ pub struct VolumeMount {
     pub name: String,
     #[serde(default)]
     pub mount_path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "false_or_none")]
     pub read_only: Option<bool>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sub_path: String,

@@ -1838,3 +1838,35 @@ fn exactly_knative_issue_17_quantities() {
         assert!(e.to_string().starts_with(want), "{given}: {e}");
     }
 }
+
+/// Issue 17, class 22: the stored object omits the zero values Go omits (k8s.io/api
+/// core/v1 types.go: `Probe`'s `int32 ...,omitempty` fields, `VolumeMount.ReadOnly bool
+/// ...,omitempty`) and keeps those Go keeps (`SeccompProfile.Type` has no omitempty;
+/// `Probe.TerminationGracePeriodSeconds` is a pointer).
+#[test]
+fn exactly_knative_issue_17_zero_values() {
+    let given = set(
+        set(
+            set(
+                hello(),
+                &format!("{C0}/readinessProbe"),
+                json!({"tcpSocket": {}, "periodSeconds": 0, "initialDelaySeconds": 0, "timeoutSeconds": 0,
+                       "failureThreshold": 0, "successThreshold": 1, "terminationGracePeriodSeconds": 0}),
+            ),
+            &format!("{C0}/volumeMounts"),
+            json!([{"name": "x", "mountPath": "/x", "readOnly": false}]),
+        ),
+        &format!("{C0}/securityContext"),
+        json!({"seccompProfile": {"type": ""}}),
+    );
+    let c = serde_json::to_value(&svc(given).spec.template.spec.pod.containers[0]).expect("json");
+    assert_eq!(
+        c["readinessProbe"],
+        json!({"tcpSocket": {}, "successThreshold": 1, "terminationGracePeriodSeconds": 0})
+    );
+    assert_eq!(c["volumeMounts"], json!([{"name": "x", "mountPath": "/x"}]));
+    assert_eq!(
+        c["securityContext"],
+        json!({"seccompProfile": {"type": ""}})
+    );
+}
