@@ -261,7 +261,8 @@ fn reference_section_11_services() {
                 json!({"name": "b", "image": "busybox", "readinessProbe": {"tcpSocket": {"port": 9000}, "periodSeconds": 1}}),
             ),
             &d,
-            "must not set the field(s): spec.template.spec.containers[1].readinessProbe.periodSeconds, spec.template.spec.containers[1].readinessProbe.tcpSocket",
+            // The inlined handler is named by the probe's own path (class 18).
+            "must not set the field(s): spec.template.spec.containers[1].readinessProbe, spec.template.spec.containers[1].readinessProbe.periodSeconds",
         ),
         (
             "11.15 port name foobar",
@@ -1608,6 +1609,26 @@ fn exactly_knative_issue_17() {
             ),
             &d,
             "HostPath volume support is disabled, but found HostPath volume v: \nmust not set the field(s): spec.template.spec.volumes[0].hostPath",
+        ),
+        // Class 18 — k8s_validation.go `validateSidecarContainer` checks a sidecar's probes
+        // against `ProbeMask(&corev1.Probe{})`; Knative's k8s_validation_test.go
+        // `TestSidecarContainerValidation` "probes not allowed" expects exactly these paths
+        // (the handler as the probe itself, then each non-zero field; zero ones omitted).
+        (
+            "18 sidecar probe masks",
+            set(
+                hello(),
+                "/spec/template/spec/containers",
+                json!([
+                    {"name": "user-container", "image": "busybox", "ports": [{"containerPort": 8080}]},
+                    {"name": "side", "image": "busybox",
+                     "readinessProbe": {"httpGet": {"path": "/"}, "periodSeconds": 1, "timeoutSeconds": 1,
+                                        "successThreshold": 1, "failureThreshold": 3, "initialDelaySeconds": 0},
+                     "livenessProbe": {"tcpSocket": {}}}
+                ]),
+            ),
+            &d,
+            "must not set the field(s): spec.template.spec.containers[1].livenessProbe, spec.template.spec.containers[1].readinessProbe, spec.template.spec.containers[1].readinessProbe.failureThreshold, spec.template.spec.containers[1].readinessProbe.periodSeconds, spec.template.spec.containers[1].readinessProbe.successThreshold, spec.template.spec.containers[1].readinessProbe.timeoutSeconds",
         ),
         // Class 11 — k8s_validation.go `validateEmptyDirFields`: `SizeLimit.Value() < 0` is
         // `ErrInvalidValue(dir.SizeLimit, "sizeLimit")`, printed as the Quantity's String().
