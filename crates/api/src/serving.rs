@@ -443,12 +443,51 @@ pub struct Capabilities {
 /// A volume: its name plus one source, kept as raw JSON under the source's key.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[serde(from = "VolumeWire")]
 pub struct Volume {
     #[serde(default)]
     pub name: String,
     /// `secret`, `configMap`, `projected`, `emptyDir`, `persistentVolumeClaim`, … by JSON name.
     #[serde(flatten)]
     pub source: BTreeMap<String, Value>,
+}
+
+/// How a volume is decoded: as Go decodes `corev1.Volume`, `emptyDir.sizeLimit` is a
+/// `resource.Quantity`, so a malformed one refuses the object (apimachinery's message, at
+/// `…emptyDir.sizeLimit`) and a valid one is kept in canonical form.
+#[derive(Deserialize)]
+struct VolumeWire {
+    #[serde(default)]
+    name: String,
+    #[serde(default, rename = "emptyDir")]
+    empty_dir: Option<EmptyDirWire>,
+    #[serde(flatten)]
+    source: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct EmptyDirWire {
+    #[serde(default, rename = "sizeLimit", skip_serializing_if = "Option::is_none")]
+    size_limit: Option<Quantity>,
+    #[serde(flatten)]
+    rest: BTreeMap<String, Value>,
+}
+
+impl From<VolumeWire> for Volume {
+    fn from(w: VolumeWire) -> Self {
+        let mut source = w.source;
+        if let Some(ed) = w.empty_dir {
+            // Serializing plain strings and JSON values cannot fail.
+            source.insert(
+                "emptyDir".to_string(),
+                serde_json::to_value(ed).unwrap_or(Value::Null),
+            );
+        }
+        Volume {
+            name: w.name,
+            source,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

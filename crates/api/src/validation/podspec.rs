@@ -550,9 +550,8 @@ fn validate_downward_api_file(item: &Value) -> FieldError {
     errs
 }
 
-/// A quantity given as a JSON string or number; `None` when it does not parse. (Go refuses
-/// a malformed one when it decodes the object; wisp keeps volume sources as raw JSON, so a
-/// malformed `sizeLimit` is not refused yet.)
+/// A quantity given as a JSON string or number; `None` when it does not parse (decoding
+/// already refuses a malformed `emptyDir.sizeLimit`, as Go's does).
 fn quantity_of(v: &Value) -> Option<Quantity> {
     match v {
         Value::String(s) => Quantity::parse(s.trim()).ok(),

@@ -1891,3 +1891,39 @@ fn exactly_knative_issue_17_zero_values() {
         json!({"seccompProfile": {"type": ""}})
     );
 }
+
+/// Issue 17, classes 11 and 21 for `emptyDir.sizeLimit`: a `resource.Quantity` in Go's
+/// `corev1.EmptyDirVolumeSource`, so a malformed one fails decoding (apimachinery's
+/// quantity.go message) and a valid one is stored canonical.
+#[test]
+fn exactly_knative_issue_17_size_limit() {
+    let with = |limit: Value| {
+        set(
+            set(
+                hello(),
+                "/spec/template/spec/volumes",
+                json!([{"name": "x", "emptyDir": {"medium": "Memory", "sizeLimit": limit}}]),
+            ),
+            &format!("{C0}/volumeMounts"),
+            json!([{"name": "x", "mountPath": "/x"}]),
+        )
+    };
+    for (given, want) in [
+        (json!("1024Mi"), json!("1Gi")),
+        (json!(0.5), json!("500m")),
+        (json!("1e3"), json!("1e3")),
+    ] {
+        let s = svc(with(given.clone()));
+        assert_eq!(
+            s.spec.template.spec.pod.volumes[0].source["emptyDir"],
+            json!({"medium": "Memory", "sizeLimit": want}),
+            "{given}"
+        );
+        assert_eq!(check_service(with(given), &Config::default()), "");
+    }
+    let e = serde_json::from_value::<Service>(with(json!("1 Gi"))).expect_err("malformed");
+    assert!(
+        e.to_string().starts_with(crate::quantity::ERR_FORMAT_WRONG),
+        "{e}"
+    );
+}
