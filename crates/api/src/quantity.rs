@@ -111,7 +111,8 @@ impl Serialize for Quantity {
     }
 }
 
-/// `UnmarshalJSON`: a string or a bare number, surrounding whitespace trimmed.
+/// `UnmarshalJSON`: a string or a bare number, surrounding whitespace trimmed; `null` is
+/// zero.
 impl<'de> Deserialize<'de> for Quantity {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -131,6 +132,10 @@ impl<'de> Deserialize<'de> for Quantity {
             }
             fn visit_f64<E: de::Error>(self, v: f64) -> Result<Quantity, E> {
                 self.visit_str(&v.to_string())
+            }
+            /// `null` is the zero quantity, written `"0"`.
+            fn visit_unit<E: de::Error>(self) -> Result<Quantity, E> {
+                Ok(zero(Format::DecimalSI))
             }
         }
         d.deserialize_any(V)

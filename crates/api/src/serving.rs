@@ -256,9 +256,17 @@ pub struct Container {
 /// message), and written back in canonical form (`1000m` is stored as `1`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ResourceRequirements {
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub limits: BTreeMap<String, Quantity>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub requests: BTreeMap<String, Quantity>,
     /// `claims` and anything else Knative rejects.
     #[serde(flatten)]
@@ -450,6 +458,14 @@ pub struct Volume {
     /// `secret`, `configMap`, `projected`, `emptyDir`, `persistentVolumeClaim`, … by JSON name.
     #[serde(flatten)]
     pub source: BTreeMap<String, Value>,
+}
+
+/// A `ResourceList` given as `null` (`limits:` with nothing after it in YAML) is an empty
+/// list, as Go decodes a null map.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, Quantity>, D::Error> {
+    Ok(Option::<BTreeMap<String, Quantity>>::deserialize(d)?.unwrap_or_default())
 }
 
 /// How a volume is decoded: as Go decodes `corev1.Volume`, `emptyDir.sizeLimit` is a

@@ -256,6 +256,7 @@ fn json() {
         ("-1", "\"-1\""),
         ("0.5", "\"500m\""),
         (r#""1000m""#, "\"1\""),
+        ("null", "\"0\""),
     ] {
         let q: Quantity = serde_json::from_str(input).expect(input);
         assert_eq!(serde_json::to_string(&q).expect("json"), want, "{input}");

@@ -1829,6 +1829,11 @@ fn exactly_knative_issue_17_quantities() {
             json!({"requests": {"memory": "1.5Gi", "cpu": "100m"}}),
             json!({"requests": {"cpu": "100m", "memory": "1536Mi"}}),
         ),
+        // A null list (YAML `limits:` with nothing after it) is empty, as Go decodes it.
+        (
+            json!({"limits": null, "requests": {"cpu": "1"}}),
+            json!({"requests": {"cpu": "1"}}),
+        ),
     ] {
         assert_eq!(stored(given.clone()), want, "{given}");
     }
