@@ -17,9 +17,10 @@ use serde_json::{Map, Value};
 
 use crate::config::{Config, DefaultsConfig, SecurePodDefaults};
 use crate::meta::ObjectMeta;
+use crate::quantity::Quantity;
 use crate::serving::{
-    Capabilities, Configuration, Container, Probe, Revision, RevisionSpec, Route, SecurityContext,
-    Service, TcpSocketAction, TrafficTarget,
+    Capabilities, Configuration, Container, Probe, ResourceRequirements, Revision, RevisionSpec,
+    Route, SecurityContext, Service, TcpSocketAction, TrafficTarget,
 };
 
 /// Volume sources that may be mounted writable; mounts of every other volume (secrets,
@@ -203,40 +204,35 @@ fn default_container_names(containers: &mut [Container], taken: &BTreeSet<String
 /// Fills `resources.requests` / `resources.limits` entries the container leaves unset from
 /// `revision-{cpu,memory,ephemeral-storage}-{request,limit}`. Nothing is added when the
 /// config has no value, so the default config leaves `resources` untouched.
-fn default_resources(resources: &mut Option<Value>, d: &DefaultsConfig) {
+fn default_resources(resources: &mut Option<ResourceRequirements>, d: &DefaultsConfig) {
     let wanted = [
-        ("requests", "cpu", &d.revision_cpu_request),
-        ("requests", "memory", &d.revision_memory_request),
+        (false, "cpu", &d.revision_cpu_request),
+        (false, "memory", &d.revision_memory_request),
         (
-            "requests",
+            false,
             "ephemeral-storage",
             &d.revision_ephemeral_storage_request,
         ),
-        ("limits", "cpu", &d.revision_cpu_limit),
-        ("limits", "memory", &d.revision_memory_limit),
+        (true, "cpu", &d.revision_cpu_limit),
+        (true, "memory", &d.revision_memory_limit),
         (
-            "limits",
+            true,
             "ephemeral-storage",
             &d.revision_ephemeral_storage_limit,
         ),
     ];
-    for (section, resource, value) in wanted {
-        let Some(value) = value else { continue };
-        let res = resources.get_or_insert_with(|| Value::Object(Map::new()));
-        // A malformed `resources` is left for validation to report.
-        let Some(res) = res.as_object_mut() else {
-            return;
+    for (limit, resource, value) in wanted {
+        // The config parser only keeps values that parse.
+        let Some(q) = value.as_deref().and_then(|v| Quantity::parse(v).ok()) else {
+            continue;
         };
-        let sec = res
-            .entry(section)
-            .or_insert_with(|| Value::Object(Map::new()));
-        if sec.is_null() {
-            *sec = Value::Object(Map::new());
-        }
-        if let Some(sec) = sec.as_object_mut() {
-            sec.entry(resource)
-                .or_insert_with(|| Value::String(value.clone()));
-        }
+        let res = resources.get_or_insert_with(ResourceRequirements::default);
+        let section = if limit {
+            &mut res.limits
+        } else {
+            &mut res.requests
+        };
+        section.entry(resource.to_string()).or_insert(q);
     }
 }
 
@@ -549,7 +545,8 @@ mod tests {
                         {"name": "secret", "mountPath": "/s", "readOnly": true},
                         {"name": "cm", "mountPath": "/c", "readOnly": true},
                         {"name": "scratch", "mountPath": "/tmp"},
-                        {"name": "data", "mountPath": "/data", "readOnly": false},
+                        // Go omits `readOnly: false` (core/v1 VolumeMount, omitempty).
+                        {"name": "data", "mountPath": "/data"},
                         {"name": "eph", "mountPath": "/eph"},
                     ]}))],
                     "volumes": [

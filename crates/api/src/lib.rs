@@ -17,6 +17,7 @@ pub mod field_error;
 pub mod kinds;
 pub mod labels;
 pub mod meta;
+pub mod quantity;
 pub mod routing;
 pub mod serving;
 pub mod validation;

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::meta::{ObjectMeta, Status};
+use crate::quantity::Quantity;
 
 /// API group of the serving resources.
 pub const GROUP: &str = "serving.knative.dev";
@@ -236,7 +237,7 @@ pub struct Container {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_probe: Option<Probe>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<Value>,
+    pub resources: Option<ResourceRequirements>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -246,6 +247,28 @@ pub struct Container {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<VolumeMount>,
     /// Container fields Knative rejects (`lifecycle`, `stdin`, `tty`, …).
+    #[serde(flatten)]
+    pub extra: BTreeMap<String, Value>,
+}
+
+/// `resources`: the quantities are parsed when the object is decoded, as kube-apiserver
+/// decodes a `resource.Quantity` (a malformed one refuses the object with apimachinery's
+/// message), and written back in canonical form (`1000m` is stored as `1`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ResourceRequirements {
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub limits: BTreeMap<String, Quantity>,
+    #[serde(
+        default,
+        deserialize_with = "null_as_empty",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
+    pub requests: BTreeMap<String, Quantity>,
+    /// `claims` and anything else Knative rejects.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
@@ -304,20 +327,32 @@ pub struct Probe {
     pub exec: Option<ExecAction>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc: Option<GrpcAction>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "zero_or_none")]
     pub initial_delay_seconds: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "zero_or_none")]
     pub timeout_seconds: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "zero_or_none")]
     pub period_seconds: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "zero_or_none")]
     pub success_threshold: Option<i64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "zero_or_none")]
     pub failure_threshold: Option<i64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+/// Go omits a zero `int32` tagged `omitempty` (k8s.io/api core/v1 `Probe`'s
+/// `initialDelaySeconds`, `timeoutSeconds`, `periodSeconds`, `successThreshold`,
+/// `failureThreshold`), so a stored `0` is not written.
+fn zero_or_none(v: &Option<i64>) -> bool {
+    matches!(v, None | Some(0))
+}
+
+/// Go omits a `false` `bool` tagged `omitempty` (k8s.io/api core/v1 `VolumeMount.readOnly`).
+fn false_or_none(v: &Option<bool>) -> bool {
+    matches!(v, None | Some(false))
 }
 
 /// An IntOrString port reference (`8080` or `"http"`); absent is `Value::Null`.
@@ -416,12 +451,59 @@ pub struct Capabilities {
 /// A volume: its name plus one source, kept as raw JSON under the source's key.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
+#[serde(from = "VolumeWire")]
 pub struct Volume {
     #[serde(default)]
     pub name: String,
     /// `secret`, `configMap`, `projected`, `emptyDir`, `persistentVolumeClaim`, … by JSON name.
     #[serde(flatten)]
     pub source: BTreeMap<String, Value>,
+}
+
+/// A `ResourceList` given as `null` (`limits:` with nothing after it in YAML) is an empty
+/// list, as Go decodes a null map.
+fn null_as_empty<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<BTreeMap<String, Quantity>, D::Error> {
+    Ok(Option::<BTreeMap<String, Quantity>>::deserialize(d)?.unwrap_or_default())
+}
+
+/// How a volume is decoded: as Go decodes `corev1.Volume`, `emptyDir.sizeLimit` is a
+/// `resource.Quantity`, so a malformed one refuses the object (apimachinery's message, at
+/// `…emptyDir.sizeLimit`) and a valid one is kept in canonical form.
+#[derive(Deserialize)]
+struct VolumeWire {
+    #[serde(default)]
+    name: String,
+    #[serde(default, rename = "emptyDir")]
+    empty_dir: Option<EmptyDirWire>,
+    #[serde(flatten)]
+    source: BTreeMap<String, Value>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct EmptyDirWire {
+    #[serde(default, rename = "sizeLimit", skip_serializing_if = "Option::is_none")]
+    size_limit: Option<Quantity>,
+    #[serde(flatten)]
+    rest: BTreeMap<String, Value>,
+}
+
+impl From<VolumeWire> for Volume {
+    fn from(w: VolumeWire) -> Self {
+        let mut source = w.source;
+        if let Some(ed) = w.empty_dir {
+            // Serializing plain strings and JSON values cannot fail.
+            source.insert(
+                "emptyDir".to_string(),
+                serde_json::to_value(ed).unwrap_or(Value::Null),
+            );
+        }
+        Volume {
+            name: w.name,
+            source,
+        }
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -431,7 +513,7 @@ pub struct VolumeMount {
     pub name: String,
     #[serde(default)]
     pub mount_path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "false_or_none")]
     pub read_only: Option<bool>,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sub_path: String,

@@ -215,7 +215,7 @@ pub fn validate_container(
         .via_field("ports"),
     );
     if let Some(r) = &c.resources {
-        errs = errs.also(disallowed_keys(r, &["limits", "requests"], "resources"));
+        errs = errs.also(disallowed_extra(&r.extra, "resources"));
     }
     if let Some(sc) = &c.security_context {
         errs = errs.also(validate_security_context(cfg, sc).via_field("securityContext"));
@@ -360,8 +360,37 @@ fn probe_fields_disallowed(p: Option<&Probe>, field: &str) -> FieldError {
     let Some(p) = p else {
         return FieldError::none();
     };
-    let v = serde_json::to_value(p).unwrap_or(Value::Null);
-    disallowed_keys(&v, &[], "").via_field(field)
+    // k8s_validation.go `validateSidecarContainer`: `CheckDisallowedFields(*probe,
+    // *ProbeMask(&corev1.Probe{}))` names every field that is not Go's zero value. The
+    // handler is the inlined `ProbeHandler`, so a set handler is reported as the probe
+    // itself (Knative's `TestSidecarContainerValidation` "probes not allowed":
+    // `livenessProbe, readinessProbe, readinessProbe.failureThreshold, …`).
+    let mut paths: Vec<&str> = Vec::new();
+    if p.http_get.is_some() || p.tcp_socket.is_some() || p.exec.is_some() || p.grpc.is_some() {
+        paths.push("");
+    }
+    for (name, v) in [
+        ("initialDelaySeconds", p.initial_delay_seconds),
+        ("timeoutSeconds", p.timeout_seconds),
+        ("periodSeconds", p.period_seconds),
+        ("successThreshold", p.success_threshold),
+        ("failureThreshold", p.failure_threshold),
+    ] {
+        if v.is_some_and(|v| v != 0) {
+            paths.push(name);
+        }
+    }
+    // A pointer: set by any value, zero included.
+    if p.termination_grace_period_seconds.is_some() {
+        paths.push("terminationGracePeriodSeconds");
+    }
+    let mut errs = if paths.is_empty() {
+        FieldError::none()
+    } else {
+        FieldError::disallowed(&paths)
+    };
+    errs = errs.also(disallowed_extra(&p.extra, ""));
+    errs.via_field(field)
 }
 
 /// Probe port reference: Knative's `validateProbe` only compares a *named* port

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::config::{Config, Flag, SecurePodDefaults};
 use crate::field_error::FieldError;
+use crate::quantity::Quantity;
 use crate::serving::{Container, PodSpec, Volume};
 
 use super::container::{
@@ -424,6 +425,16 @@ fn validate_volume(cfg: &Config, v: &Volume) -> FieldError {
         if !medium.is_empty() && medium != "Memory" {
             errs = errs.also(FieldError::invalid_value(medium, "medium").via_field("emptyDir"));
         }
+        // k8s_validation.go `validateEmptyDirFields`: `SizeLimit.Value() < 0` (rounded away
+        // from zero, so any negative quantity) is `ErrInvalidValue(dir.SizeLimit, "sizeLimit")`,
+        // the value printed as the Quantity's String().
+        if let Some(q) = ed
+            .get("sizeLimit")
+            .and_then(quantity_of)
+            .filter(|q| q.sign() < 0)
+        {
+            errs = errs.also(FieldError::invalid_value(q, "sizeLimit").via_field("emptyDir"));
+        }
     }
 
     if specified.is_empty() {
@@ -486,9 +497,65 @@ fn validate_projection(p: &Value) -> FieldError {
     {
         errs = errs.also(FieldError::missing(&["path"]).via_field("serviceAccountToken"));
     }
+    // k8s_validation.go `validateDownwardAPIProjection` / `validateDownwardAPIVolumeFile`.
+    if let Some(items) = p
+        .get("downwardAPI")
+        .filter(|v| !v.is_null())
+        .and_then(|d| d.get("items"))
+        .and_then(Value::as_array)
+    {
+        for (i, item) in items.iter().enumerate() {
+            errs = errs.also(
+                validate_downward_api_file(item)
+                    .via_field_index("items", i)
+                    .via_field("downwardAPI"),
+            );
+        }
+    }
     match specified.len() {
         0 => errs.also(FieldError::missing_one_of(&kinds)),
         1 => errs,
         _ => errs.also(FieldError::multiple_one_of(&specified)),
+    }
+}
+
+/// One `downwardAPI` projection item: exactly one of `fieldRef` / `resourceFieldRef`, and a
+/// `path` (Knative's `validateDownwardAPIVolumeFile`).
+fn validate_downward_api_file(item: &Value) -> FieldError {
+    let mut errs = FieldError::none();
+    let set = |k: &str| item.get(k).is_some_and(|v| !v.is_null());
+    match (set("fieldRef"), set("resourceFieldRef")) {
+        (false, false) => {
+            errs = errs.also(FieldError::missing_one_of(&[
+                "fieldRef",
+                "resourceFieldRef",
+            ]));
+        }
+        (true, true) => {
+            errs = errs.also(FieldError::generic(
+                "Within a single item, cannot set both",
+                &["resourceFieldRef", "fieldRef"],
+            ));
+        }
+        _ => {}
+    }
+    if item
+        .get("path")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .is_empty()
+    {
+        errs = errs.also(FieldError::missing(&["path"]));
+    }
+    errs
+}
+
+/// A quantity given as a JSON string or number; `None` when it does not parse (decoding
+/// already refuses a malformed `emptyDir.sizeLimit`, as Go's does).
+fn quantity_of(v: &Value) -> Option<Quantity> {
+    match v {
+        Value::String(s) => Quantity::parse(s.trim()).ok(),
+        Value::Number(n) => Quantity::parse(&n.to_string()).ok(),
+        _ => None,
     }
 }

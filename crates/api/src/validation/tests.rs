@@ -261,7 +261,8 @@ fn reference_section_11_services() {
                 json!({"name": "b", "image": "busybox", "readinessProbe": {"tcpSocket": {"port": 9000}, "periodSeconds": 1}}),
             ),
             &d,
-            "must not set the field(s): spec.template.spec.containers[1].readinessProbe.periodSeconds, spec.template.spec.containers[1].readinessProbe.tcpSocket",
+            // The inlined handler is named by the probe's own path (class 18).
+            "must not set the field(s): spec.template.spec.containers[1].readinessProbe, spec.template.spec.containers[1].readinessProbe.periodSeconds",
         ),
         (
             "11.15 port name foobar",
@@ -1609,6 +1610,81 @@ fn exactly_knative_issue_17() {
             &d,
             "HostPath volume support is disabled, but found HostPath volume v: \nmust not set the field(s): spec.template.spec.volumes[0].hostPath",
         ),
+        // Class 18 — k8s_validation.go `validateSidecarContainer` checks a sidecar's probes
+        // against `ProbeMask(&corev1.Probe{})`; Knative's k8s_validation_test.go
+        // `TestSidecarContainerValidation` "probes not allowed" expects exactly these paths
+        // (the handler as the probe itself, then each non-zero field; zero ones omitted).
+        (
+            "18 sidecar probe masks",
+            set(
+                hello(),
+                "/spec/template/spec/containers",
+                json!([
+                    {"name": "user-container", "image": "busybox", "ports": [{"containerPort": 8080}]},
+                    {"name": "side", "image": "busybox",
+                     "readinessProbe": {"httpGet": {"path": "/"}, "periodSeconds": 1, "timeoutSeconds": 1,
+                                        "successThreshold": 1, "failureThreshold": 3, "initialDelaySeconds": 0},
+                     "livenessProbe": {"tcpSocket": {}}}
+                ]),
+            ),
+            &d,
+            "must not set the field(s): spec.template.spec.containers[1].livenessProbe, spec.template.spec.containers[1].readinessProbe, spec.template.spec.containers[1].readinessProbe.failureThreshold, spec.template.spec.containers[1].readinessProbe.periodSeconds, spec.template.spec.containers[1].readinessProbe.successThreshold, spec.template.spec.containers[1].readinessProbe.timeoutSeconds",
+        ),
+        // Class 11 — k8s_validation.go `validateEmptyDirFields`: `SizeLimit.Value() < 0` is
+        // `ErrInvalidValue(dir.SizeLimit, "sizeLimit")`, printed as the Quantity's String().
+        (
+            "11 negative emptyDir sizeLimit",
+            set(
+                set(
+                    hello(),
+                    "/spec/template/spec/volumes",
+                    json!([{"name": "x", "emptyDir": {"sizeLimit": "-1024Mi"}}]),
+                ),
+                &format!("{C0}/volumeMounts"),
+                json!([{"name": "x", "mountPath": "/x"}]),
+            ),
+            &d,
+            "invalid value: -1Gi: spec.template.spec.volumes[0].emptyDir.sizeLimit",
+        ),
+        (
+            "11 negative fraction of a nano rounds away from zero, zero passes",
+            set(
+                set(
+                    hello(),
+                    "/spec/template/spec/volumes",
+                    json!([
+                        {"name": "x", "emptyDir": {"sizeLimit": "-0.1n"}},
+                        {"name": "y", "emptyDir": {"sizeLimit": "-0"}},
+                        {"name": "z", "emptyDir": {"sizeLimit": 1, "medium": "Memory"}}
+                    ]),
+                ),
+                &format!("{C0}/volumeMounts"),
+                json!([{"name": "x", "mountPath": "/x"}, {"name": "y", "mountPath": "/y"}, {"name": "z", "mountPath": "/z"}]),
+            ),
+            &d,
+            "invalid value: -1n: spec.template.spec.volumes[0].emptyDir.sizeLimit",
+        ),
+        // Class 10 — k8s_validation.go `validateDownwardAPIProjection` /
+        // `validateDownwardAPIVolumeFile`: one of fieldRef / resourceFieldRef, not both, and
+        // a path.
+        (
+            "10 projected downwardAPI items",
+            set(
+                set(
+                    hello(),
+                    "/spec/template/spec/volumes",
+                    json!([{"name": "d", "projected": {"sources": [{"downwardAPI": {"items": [
+                        {"path": "ok", "fieldRef": {"fieldPath": "metadata.name"}},
+                        {"path": "none"},
+                        {"fieldRef": {"fieldPath": "metadata.name"}, "resourceFieldRef": {"resource": "limits.cpu"}}
+                    ]}}]}}]),
+                ),
+                &format!("{C0}/volumeMounts"),
+                json!([{"name": "d", "mountPath": "/d", "readOnly": true}]),
+            ),
+            &d,
+            "Within a single item, cannot set both: spec.template.spec.volumes[0].projected[0].downwardAPI.items[2].fieldRef, spec.template.spec.volumes[0].projected[0].downwardAPI.items[2].resourceFieldRef\nexpected exactly one, got neither: spec.template.spec.volumes[0].projected[0].downwardAPI.items[1].fieldRef, spec.template.spec.volumes[0].projected[0].downwardAPI.items[1].resourceFieldRef\nmissing field(s): spec.template.spec.volumes[0].projected[0].downwardAPI.items[2].path",
+        ),
         // Class 17 — k8s_validation.go `ValidatePodSecurityContext` with
         // `PodSecurityContextMask`: each sub-field set is named, not the whole context.
         (
@@ -1728,4 +1804,131 @@ proptest::proptest! {
         let obj = set(obj, &format!("{C0}/volumeMounts"), json!([{"name": s, "mountPath": s}]));
         let _ = validate_service(&svc(obj), None, &d).to_string();
     }
+}
+
+/// Issue 17, class 21 (and the decode half of class 11): `resources` quantities are
+/// apimachinery `resource.Quantity` values (k8s.io/apimachinery `pkg/api/resource/quantity.go`
+/// `UnmarshalJSON` / `MarshalJSON`): decoding parses them (a malformed one refuses the whole
+/// object with `ErrFormatWrong` / `ErrSuffix`) and the stored object has the canonical form.
+#[test]
+fn exactly_knative_issue_17_quantities() {
+    let stored = |resources: Value| -> Value {
+        let s = svc(set(hello(), &format!("{C0}/resources"), resources));
+        serde_json::to_value(&s.spec.template.spec.pod.containers[0].resources).expect("json")
+    };
+    for (given, want) in [
+        (
+            json!({"limits": {"cpu": "1000m", "memory": "1024Mi"}, "requests": {"cpu": 0.5, "memory": 128974848}}),
+            json!({"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "128974848"}}),
+        ),
+        (
+            json!({"limits": {"ephemeral-storage": "1e3", "cpu": " 2 "}}),
+            json!({"limits": {"cpu": "2", "ephemeral-storage": "1e3"}}),
+        ),
+        (
+            json!({"requests": {"memory": "1.5Gi", "cpu": "100m"}}),
+            json!({"requests": {"cpu": "100m", "memory": "1536Mi"}}),
+        ),
+        // A null list (YAML `limits:` with nothing after it) is empty, as Go decodes it.
+        (
+            json!({"limits": null, "requests": {"cpu": "1"}}),
+            json!({"requests": {"cpu": "1"}}),
+        ),
+    ] {
+        assert_eq!(stored(given.clone()), want, "{given}");
+    }
+    for (given, want) in [
+        (
+            json!({"limits": {"cpu": "one"}}),
+            crate::quantity::ERR_FORMAT_WRONG,
+        ),
+        (
+            json!({"requests": {"memory": "1GB"}}),
+            crate::quantity::ERR_FORMAT_WRONG,
+        ),
+        (
+            json!({"requests": {"memory": "1mi"}}),
+            crate::quantity::ERR_SUFFIX,
+        ),
+        (
+            json!({"limits": {"cpu": ""}}),
+            crate::quantity::ERR_FORMAT_WRONG,
+        ),
+    ] {
+        let e = serde_json::from_value::<Service>(set(
+            hello(),
+            &format!("{C0}/resources"),
+            given.clone(),
+        ))
+        .expect_err("malformed quantity");
+        assert!(e.to_string().starts_with(want), "{given}: {e}");
+    }
+}
+
+/// Issue 17, class 22: the stored object omits the zero values Go omits (k8s.io/api
+/// core/v1 types.go: `Probe`'s `int32 ...,omitempty` fields, `VolumeMount.ReadOnly bool
+/// ...,omitempty`) and keeps those Go keeps (`SeccompProfile.Type` has no omitempty;
+/// `Probe.TerminationGracePeriodSeconds` is a pointer).
+#[test]
+fn exactly_knative_issue_17_zero_values() {
+    let given = set(
+        set(
+            set(
+                hello(),
+                &format!("{C0}/readinessProbe"),
+                json!({"tcpSocket": {}, "periodSeconds": 0, "initialDelaySeconds": 0, "timeoutSeconds": 0,
+                       "failureThreshold": 0, "successThreshold": 1, "terminationGracePeriodSeconds": 0}),
+            ),
+            &format!("{C0}/volumeMounts"),
+            json!([{"name": "x", "mountPath": "/x", "readOnly": false}]),
+        ),
+        &format!("{C0}/securityContext"),
+        json!({"seccompProfile": {"type": ""}}),
+    );
+    let c = serde_json::to_value(&svc(given).spec.template.spec.pod.containers[0]).expect("json");
+    assert_eq!(
+        c["readinessProbe"],
+        json!({"tcpSocket": {}, "successThreshold": 1, "terminationGracePeriodSeconds": 0})
+    );
+    assert_eq!(c["volumeMounts"], json!([{"name": "x", "mountPath": "/x"}]));
+    assert_eq!(
+        c["securityContext"],
+        json!({"seccompProfile": {"type": ""}})
+    );
+}
+
+/// Issue 17, classes 11 and 21 for `emptyDir.sizeLimit`: a `resource.Quantity` in Go's
+/// `corev1.EmptyDirVolumeSource`, so a malformed one fails decoding (apimachinery's
+/// quantity.go message) and a valid one is stored canonical.
+#[test]
+fn exactly_knative_issue_17_size_limit() {
+    let with = |limit: Value| {
+        set(
+            set(
+                hello(),
+                "/spec/template/spec/volumes",
+                json!([{"name": "x", "emptyDir": {"medium": "Memory", "sizeLimit": limit}}]),
+            ),
+            &format!("{C0}/volumeMounts"),
+            json!([{"name": "x", "mountPath": "/x"}]),
+        )
+    };
+    for (given, want) in [
+        (json!("1024Mi"), json!("1Gi")),
+        (json!(0.5), json!("500m")),
+        (json!("1e3"), json!("1e3")),
+    ] {
+        let s = svc(with(given.clone()));
+        assert_eq!(
+            s.spec.template.spec.pod.volumes[0].source["emptyDir"],
+            json!({"medium": "Memory", "sizeLimit": want}),
+            "{given}"
+        );
+        assert_eq!(check_service(with(given), &Config::default()), "");
+    }
+    let e = serde_json::from_value::<Service>(with(json!("1 Gi"))).expect_err("malformed");
+    assert!(
+        e.to_string().starts_with(crate::quantity::ERR_FORMAT_WRONG),
+        "{e}"
+    );
 }

@@ -40,6 +40,7 @@ use super::{
 };
 use crate::duration::GoDuration;
 use crate::meta::ObjectMeta;
+use crate::quantity::Quantity;
 
 /// A config key with a bad value, or a file that is not valid YAML.
 #[derive(Debug, thiserror::Error)]
@@ -270,17 +271,17 @@ impl<'a> Data<'a> {
         Ok(())
     }
 
-    /// A Kubernetes resource quantity, kept as the string the user wrote.
+    /// A Kubernetes resource quantity ([`Quantity`]), kept in its canonical form as Go keeps
+    /// the parsed `resource.Quantity` (`1000m` is `1`).
     fn quantity(
         &self,
         keys: &[&'static str],
         target: &mut Option<String>,
     ) -> Result<(), ConfigError> {
         if let Some((k, v)) = self.get(keys) {
-            if !is_quantity(v) {
-                return Err(self.invalid(k, format!("failed to parse quantity {v:?}")));
-            }
-            *target = Some(v.to_string());
+            let q = Quantity::parse(v)
+                .map_err(|_| self.invalid(k, format!("failed to parse quantity {v:?}")))?;
+            *target = Some(q.to_string());
         }
         Ok(())
     }
@@ -315,31 +316,6 @@ impl<'a> Data<'a> {
             };
         }
         Ok(())
-    }
-}
-
-/// Kubernetes' quantity grammar: a signed decimal number followed by an optional binary
-/// (`Ki`…`Ei`) or decimal (`n u m k M G T P E`) suffix or a decimal exponent (`e3`, `E-2`).
-fn is_quantity(s: &str) -> bool {
-    let body = s.strip_prefix(['+', '-']).unwrap_or(s);
-    let num_len = body
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(body.len());
-    let (num, suffix) = body.split_at(num_len);
-    let digits = num.chars().filter(char::is_ascii_digit).count();
-    if digits == 0 || num.matches('.').count() > 1 {
-        return false;
-    }
-    match suffix {
-        "" | "Ki" | "Mi" | "Gi" | "Ti" | "Pi" | "Ei" | "n" | "u" | "m" | "k" | "M" | "G" | "T"
-        | "P" | "E" => true,
-        exp => {
-            let Some(rest) = exp.strip_prefix(['e', 'E']) else {
-                return false;
-            };
-            let rest = rest.strip_prefix(['+', '-']).unwrap_or(rest);
-            !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit())
-        }
     }
 }
 
