@@ -275,3 +275,16 @@ fn sign() {
     assert_eq!(Quantity::parse("-1Gi").map(|q| q.sign()), Ok(-1));
     assert_eq!(Quantity::parse("1n").map(|q| q.sign()), Ok(1));
 }
+
+/// Found by the `quantity` fuzz target: like apimachinery's `CanonicalizeBytes`, a BinarySI
+/// amount that is a whole number but no whole number of KiB is written without a suffix,
+/// and that string parses as DecimalSI — so canonical form is stable only from the second
+/// parse on. Go does the same (`quantity.go`, `CanonicalizeBytes`).
+#[test]
+fn binary_amounts_off_a_kib_boundary_settle_after_one_reparse() {
+    let first = Quantity::parse("312.5Ki").unwrap();
+    assert_eq!(first.as_str(), "320000");
+    let second = Quantity::parse(first.as_str()).unwrap();
+    assert_eq!(second.as_str(), "320k");
+    assert_eq!(Quantity::parse(second.as_str()).unwrap().as_str(), "320k");
+}
