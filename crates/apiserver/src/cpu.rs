@@ -27,6 +27,17 @@ impl std::fmt::Debug for CpuPool {
     }
 }
 
+/// Lowers the calling thread to nice [`NICE`]: for every thread that serves the API (this
+/// pool, and the API's own runtime in `wisp serve`). Per thread: on Linux, PRIO_PROCESS
+/// with a thread id sets that thread's nice value only. Failing to lower it costs
+/// fairness, not correctness.
+pub fn lower_priority() {
+    let tid = rustix::thread::gettid();
+    if let Err(e) = rustix::process::setpriority_process(Some(tid), NICE) {
+        tracing::debug!(error = %e, "could not lower an API thread's priority");
+    }
+}
+
 /// Threads by default: half the CPUs, at least one — the rest are the data plane's.
 pub fn default_threads() -> usize {
     (std::thread::available_parallelism().map_or(1, std::num::NonZero::get) / 2).max(1)
@@ -38,14 +49,7 @@ impl CpuPool {
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads.max(1))
             .thread_name(|i| format!("wisp-api-cpu-{i}"))
-            .start_handler(|_| {
-                // Per thread: on Linux, PRIO_PROCESS with a thread id sets that thread's
-                // nice value only. Failing to lower it costs fairness, not correctness.
-                let tid = rustix::thread::gettid();
-                if let Err(e) = rustix::process::setpriority_process(Some(tid), NICE) {
-                    tracing::debug!(error = %e, "could not lower the API CPU thread's priority");
-                }
-            })
+            .start_handler(|_| lower_priority())
             .build()
             .map_err(std::io::Error::other)?;
         Ok(Self {
