@@ -4,7 +4,32 @@ use super::*;
 
 pub(super) fn features(d: &Data) -> Result<FeaturesConfig, ConfigError> {
     let mut c = FeaturesConfig::default();
-    let flags: [(&'static str, &mut Flag); 32] = [
+    for (key, target) in flag_fields(&mut c) {
+        d.flag(key, target)?;
+    }
+    if let Some((k, v)) = d.get(&["secure-pod-defaults"]) {
+        c.secure_pod_defaults = [
+            ("Disabled", SecurePodDefaults::Disabled),
+            ("AllowRootBounded", SecurePodDefaults::AllowRootBounded),
+            ("Enabled", SecurePodDefaults::Enabled),
+        ]
+        .into_iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(v))
+        .map(|(_, s)| s)
+        .ok_or_else(|| {
+            d.invalid(
+                k,
+                format!("{v:?} is not one of Disabled, AllowRootBounded, Enabled"),
+            )
+        })?;
+    }
+    Ok(c)
+}
+
+/// Every boolean-ish key of config-features (Knative's `pkg/apis/config/features.go`), with
+/// the field it sets.
+pub(super) fn flag_fields(c: &mut FeaturesConfig) -> [(&'static str, &mut Flag); 32] {
+    [
         ("multi-container", &mut c.multi_container),
         ("multi-container-probing", &mut c.multi_container_probing),
         ("kubernetes.podspec-affinity", &mut c.podspec_affinity),
@@ -88,25 +113,5 @@ pub(super) fn features(d: &Data) -> Result<FeaturesConfig, ConfigError> {
             "queueproxy.resource-defaults",
             &mut c.queueproxy_resource_defaults,
         ),
-    ];
-    for (key, target) in flags {
-        d.flag(key, target)?;
-    }
-    if let Some((k, v)) = d.get(&["secure-pod-defaults"]) {
-        c.secure_pod_defaults = [
-            ("Disabled", SecurePodDefaults::Disabled),
-            ("AllowRootBounded", SecurePodDefaults::AllowRootBounded),
-            ("Enabled", SecurePodDefaults::Enabled),
-        ]
-        .into_iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case(v))
-        .map(|(_, s)| s)
-        .ok_or_else(|| {
-            d.invalid(
-                k,
-                format!("{v:?} is not one of Disabled, AllowRootBounded, Enabled"),
-            )
-        })?;
-    }
-    Ok(c)
+    ]
 }

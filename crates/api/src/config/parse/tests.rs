@@ -1094,100 +1094,11 @@ fn deployment_rejects() {
     }
 }
 
-/// Every config-features key, with the FeaturesConfig field it sets.
-fn flag_fields(c: &mut FeaturesConfig) -> Vec<(&'static str, &mut Flag)> {
-    vec![
-        ("multi-container", &mut c.multi_container),
-        ("multi-container-probing", &mut c.multi_container_probing),
-        ("kubernetes.podspec-affinity", &mut c.podspec_affinity),
-        (
-            "kubernetes.podspec-topologyspreadconstraints",
-            &mut c.podspec_topologyspreadconstraints,
-        ),
-        ("kubernetes.podspec-hostaliases", &mut c.podspec_hostaliases),
-        (
-            "kubernetes.podspec-nodeselector",
-            &mut c.podspec_nodeselector,
-        ),
-        ("kubernetes.podspec-tolerations", &mut c.podspec_tolerations),
-        ("kubernetes.podspec-fieldref", &mut c.podspec_fieldref),
-        (
-            "kubernetes.podspec-runtimeclassname",
-            &mut c.podspec_runtimeclassname,
-        ),
-        ("kubernetes.podspec-dnspolicy", &mut c.podspec_dnspolicy),
-        ("kubernetes.podspec-dnsconfig", &mut c.podspec_dnsconfig),
-        (
-            "kubernetes.podspec-securitycontext",
-            &mut c.podspec_securitycontext,
-        ),
-        (
-            "kubernetes.podspec-shareprocessnamespace",
-            &mut c.podspec_shareprocessnamespace,
-        ),
-        ("kubernetes.podspec-hostipc", &mut c.podspec_hostipc),
-        ("kubernetes.podspec-hostpid", &mut c.podspec_hostpid),
-        ("kubernetes.podspec-hostnetwork", &mut c.podspec_hostnetwork),
-        (
-            "kubernetes.podspec-priorityclassname",
-            &mut c.podspec_priorityclassname,
-        ),
-        (
-            "kubernetes.podspec-schedulername",
-            &mut c.podspec_schedulername,
-        ),
-        (
-            "kubernetes.containerspec-addcapabilities",
-            &mut c.containerspec_addcapabilities,
-        ),
-        (
-            "kubernetes.podspec-init-containers",
-            &mut c.podspec_init_containers,
-        ),
-        (
-            "kubernetes.podspec-persistent-volume-claim",
-            &mut c.podspec_persistent_volume_claim,
-        ),
-        (
-            "kubernetes.podspec-persistent-volume-write",
-            &mut c.podspec_persistent_volume_write,
-        ),
-        (
-            "kubernetes.podspec-volumes-emptydir",
-            &mut c.podspec_volumes_emptydir,
-        ),
-        (
-            "kubernetes.podspec-volumes-hostpath",
-            &mut c.podspec_volumes_hostpath,
-        ),
-        ("kubernetes.podspec-volumes-csi", &mut c.podspec_volumes_csi),
-        (
-            "kubernetes.podspec-volumes-ephemeral",
-            &mut c.podspec_volumes_ephemeral,
-        ),
-        (
-            "kubernetes.podspec-volumes-image",
-            &mut c.podspec_volumes_image,
-        ),
-        (
-            "kubernetes.podspec-volumes-mount-propagation",
-            &mut c.podspec_volumes_mount_propagation,
-        ),
-        ("tag-header-based-routing", &mut c.tag_header_based_routing),
-        ("autodetect-http2", &mut c.autodetect_http2),
-        ("queueproxy.mount-podinfo", &mut c.queueproxy_mount_podinfo),
-        (
-            "queueproxy.resource-defaults",
-            &mut c.queueproxy_resource_defaults,
-        ),
-    ]
-}
-
 #[test]
 fn features_every_key() {
     // Set every flag to a value different from its default and check exactly that field moved.
     let mut probe = FeaturesConfig::default();
-    let keys: Vec<&str> = flag_fields(&mut probe)
+    let keys: Vec<&str> = features::flag_fields(&mut probe)
         .into_iter()
         .map(|(k, _)| k)
         .collect();
@@ -1200,7 +1111,7 @@ fn features_every_key() {
         ] {
             let c = parse(&format!("config-features:\n  {key}: {raw}\n"));
             let mut want = FeaturesConfig::default();
-            *flag_fields(&mut want).swap_remove(i).1 = flag;
+            *features::flag_fields(&mut want)[i].1 = flag;
             assert_eq!(c.features, want, "{key}: {raw}");
         }
         assert_invalid(
