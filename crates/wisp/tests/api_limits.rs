@@ -33,22 +33,6 @@ fn alias_bomb() -> String {
     y
 }
 
-/// Opens a connection, sends `head` + `body`, and returns the status code; bounded.
-fn raw_status(addr: &str, request: &[u8]) -> (u16, String) {
-    let mut c = TcpStream::connect(addr).expect("connect");
-    c.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    c.write_all(request).expect("send");
-    let mut out = Vec::new();
-    let _ = c.read_to_end(&mut out);
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let code = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, text)
-}
-
 #[test]
 fn the_ingress_and_point_reads_stay_fast_while_the_api_is_flooded() {
     let s = Server::start();
@@ -62,7 +46,7 @@ fn the_ingress_and_point_reads_stay_fast_while_the_api_is_flooded() {
     });
     let get = "GET / HTTP/1.1\r\nHost: hello.default.example.com\r\nConnection: close\r\n\r\n";
     wait_for("hello answering", Duration::from_secs(30), || {
-        (raw_status(&s.http_addr, get.as_bytes()).0 == 200).then_some(())
+        (common::raw_http(&s.http_addr, get.as_bytes()).0 == 200).then_some(())
     });
 
     // 16 clients sending alias bombs and oversized JSON as fast as they are answered, for
@@ -103,7 +87,7 @@ fn the_ingress_and_point_reads_stay_fast_while_the_api_is_flooded() {
     let http = s.http();
     for _ in 0..20 {
         let t = Instant::now();
-        let (code, text) = raw_status(&s.http_addr, get.as_bytes());
+        let (code, text) = common::raw_http(&s.http_addr, get.as_bytes());
         worst_ingress = worst_ingress.max(t.elapsed());
         assert_eq!(code, 200, "{text}");
         let t = Instant::now();
@@ -167,7 +151,7 @@ fn past_the_in_flight_bound_writes_get_kube_apiservers_429_and_watches_do_not_co
         )
         .unwrap();
         std::thread::sleep(Duration::from_millis(20));
-        let (code, text) = raw_status(&api, post.as_bytes());
+        let (code, text) = common::raw_http(&api, post.as_bytes());
         (code == 429).then_some((held, code, text))
     });
     assert_eq!(code, 429);
@@ -194,11 +178,11 @@ fn past_the_in_flight_bound_writes_get_kube_apiservers_429_and_watches_do_not_co
     let list = format!(
         "GET {SVC} HTTP/1.1\r\nHost: x\r\nAuthorization: {auth}\r\nConnection: close\r\n\r\n"
     );
-    assert_eq!(raw_status(&api, list.as_bytes()).0, 200);
+    assert_eq!(common::raw_http(&api, list.as_bytes()).0, 200);
     // Once the held write is gone, writes are served again.
     drop(held);
     let (code, text) = wait_for("the slot to come back", IO_TIMEOUT, || {
-        let (code, text) = raw_status(&api, post.as_bytes());
+        let (code, text) = common::raw_http(&api, post.as_bytes());
         (code != 429).then_some((code, text))
     });
     // 201, or 409 if a probe above got a slot before the held write did.

@@ -198,20 +198,10 @@ fn discovery_documents() {
 #[test]
 fn tables_from_printer_columns() {
     let s = Server::start();
-    let hello = json!({
-        "apiVersion": "serving.knative.dev/v1",
-        "kind": "Service",
-        "metadata": {"name": "hello"},
-        "spec": {"template": {"spec": {"containers": [{"command": ["/bin/hello"]}]}}}
-    });
-    let r = s
-        .http()
-        .post(s.url(SVC))
-        .header("authorization", s.auth())
-        .json(&hello)
-        .send()
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201);
+    // Its command does not exist: the revision fails, which the columns show too.
+    s.apply(
+        "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: hello\nspec:\n  template:\n    spec:\n      containers:\n      - command: [/bin/hello]\n",
+    );
     // The controllers fill the status the columns show.
     let obj = wait_for("the service's status", Duration::from_secs(20), || {
         let (_, _, o) = get(&s, &format!("{SVC}/hello"), None);

@@ -6,11 +6,7 @@
 
 mod common;
 
-use std::{
-    io::{Read, Write},
-    net::TcpStream,
-    time::Duration,
-};
+use std::time::Duration;
 
 use bytes::Bytes;
 use common::{Server, sample_bin, wait_for};
@@ -49,20 +45,9 @@ fn start() -> Server {
 /// Sends a request head (`head` without its final empty line; `Connection: close` is
 /// added) and returns the status code and the body.
 fn raw(addr: &str, head: &str) -> (u16, String) {
-    let mut c = TcpStream::connect(addr).expect("connect to the ingress");
-    c.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    c.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-    c.write_all(format!("{head}Connection: close\r\n\r\n").as_bytes())
-        .expect("send");
-    let mut out = Vec::new();
-    c.read_to_end(&mut out)
-        .expect("the server answers and closes");
-    let text = String::from_utf8_lossy(&out).into_owned();
-    let code = text
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or_else(|| panic!("no status line in {text:?}"));
+    let (code, text) =
+        common::raw_http(addr, format!("{head}Connection: close\r\n\r\n").as_bytes());
+    assert_ne!(code, 0, "no status line in {text:?}");
     let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
     (code, body.to_string())
 }

@@ -281,3 +281,23 @@ impl Server {
         Some((s("status"), s("reason"), s("message")))
     }
 }
+
+/// Sends raw request bytes on a fresh connection and reads the answer until the server
+/// closes it (bounded by a read timeout): (status code, or 0 without a status line; the
+/// whole answer as text). For requests no HTTP client library would send.
+pub fn raw_http(addr: &str, request: &[u8]) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut c = std::net::TcpStream::connect(addr).expect("connect");
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(request).expect("send");
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).into_owned();
+    let code = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (code, text)
+}
