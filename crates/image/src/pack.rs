@@ -111,6 +111,18 @@ fn parse_ldd(text: &str) -> Vec<PathBuf> {
     libs
 }
 
+/// A tar header owned by root with a fixed mtime, so a pack is reproducible.
+pub fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
+    let mut h = tar::Header::new_gnu();
+    h.set_entry_type(kind);
+    h.set_mode(mode);
+    h.set_size(size);
+    h.set_uid(0);
+    h.set_gid(0);
+    h.set_mtime(0);
+    h
+}
+
 /// Builds a single-layer image of `binary` (at `/usr/local/bin/<name>`, the Entrypoint) and
 /// its shared libraries, with Docker's default `PATH` and a `/tmp`; tags it `name`.
 pub fn pack_binary(store: &Store, binary: &Path, name: &str) -> Result<String> {
@@ -128,10 +140,7 @@ pub fn pack_binary(store: &Store, binary: &Path, name: &str) -> Result<String> {
     }
     let mut b = tar::Builder::new(Vec::new());
     let mut seen_dirs = std::collections::BTreeSet::new();
-    let mut tmp = tar::Header::new_gnu();
-    tmp.set_entry_type(tar::EntryType::Directory);
-    tmp.set_mode(0o1777);
-    tmp.set_size(0);
+    let mut tmp = header(tar::EntryType::Directory, 0o1777, 0);
     b.append_data(&mut tmp, "tmp/", std::io::empty())
         .map_err(Error::io("building the layer"))?;
     for (src, dst) in &files {
@@ -149,18 +158,12 @@ pub fn pack_binary(store: &Store, binary: &Path, name: &str) -> Result<String> {
         parents.reverse();
         for p in parents {
             if seen_dirs.insert(p.to_path_buf()) {
-                let mut h = tar::Header::new_gnu();
-                h.set_entry_type(tar::EntryType::Directory);
-                h.set_mode(0o755);
-                h.set_size(0);
+                let mut h = header(tar::EntryType::Directory, 0o755, 0);
                 b.append_data(&mut h, format!("{}/", p.display()), std::io::empty())
                     .map_err(Error::io("building the layer"))?;
             }
         }
-        let mut h = tar::Header::new_gnu();
-        h.set_entry_type(tar::EntryType::Regular);
-        h.set_mode(mode);
-        h.set_size(data.len() as u64);
+        let mut h = header(tar::EntryType::Regular, mode, data.len() as u64);
         b.append_data(&mut h, dst, data.as_slice())
             .map_err(Error::io("building the layer"))?;
     }

@@ -16,10 +16,18 @@ pub fn parse(reference: &str) -> Result<Reference> {
             reason: "empty reference".into(),
         });
     }
-    Reference::from_str(trimmed).map_err(|e| Error::InvalidReference {
+    let parsed = Reference::from_str(trimmed).map_err(|e| Error::InvalidReference {
         reference: reference.to_string(),
         reason: e.to_string(),
-    })
+    })?;
+    // distribution/reference: the path must be lowercase (`ErrNameContainsUppercase`).
+    if parsed.repository().bytes().any(|b| b.is_ascii_uppercase()) {
+        return Err(Error::InvalidReference {
+            reference: reference.to_string(),
+            reason: "repository name must be lowercase".into(),
+        });
+    }
+    Ok(parsed)
 }
 
 /// The canonical name the store indexes: `registry/repository:tag`, or `…@digest` when the
