@@ -65,7 +65,8 @@ pub fn load(store: &Store, path: &Path) -> Result<Loaded> {
         load_oci(store, root)
     } else {
         Err(archive_err(
-            "neither a `docker save` archive (manifest.json) nor an OCI image layout (index.json)".into(),
+            "neither a `docker save` archive (manifest.json) nor an OCI image layout (index.json)"
+                .into(),
         ))
     }
 }
@@ -81,14 +82,17 @@ fn inside(root: &Path, rel: &str) -> Result<std::path::PathBuf> {
 }
 
 fn load_docker(store: &Store, root: &Path) -> Result<Loaded> {
-    let bytes = std::fs::read(root.join("manifest.json")).map_err(Error::io("reading manifest.json"))?;
-    let entries: Vec<DockerManifest> = serde_json::from_slice(&bytes).map_err(|e| Error::InvalidContent {
-        what: "manifest.json".into(),
-        message: e.to_string(),
-    })?;
+    let bytes =
+        std::fs::read(root.join("manifest.json")).map_err(Error::io("reading manifest.json"))?;
+    let entries: Vec<DockerManifest> =
+        serde_json::from_slice(&bytes).map_err(|e| Error::InvalidContent {
+            what: "manifest.json".into(),
+            message: e.to_string(),
+        })?;
     let mut loaded = Loaded::default();
     for m in entries {
-        let (config_digest, config_size) = store.put_blob_file(&inside(root, &m.config)?, "image config")?;
+        let (config_digest, config_size) =
+            store.put_blob_file(&inside(root, &m.config)?, "image config")?;
         let mut layers = Vec::new();
         for l in &m.layers {
             let p = inside(root, l)?;
@@ -120,7 +124,10 @@ fn load_docker(store: &Store, root: &Path) -> Result<Loaded> {
         store.put_blob(&mbytes, &digest, "manifest")?;
         for t in m.repo_tags.unwrap_or_default() {
             store.tag(&t, &digest)?;
-            loaded.names.push((crate::reference::canonical(&crate::reference::parse(&t)?), digest.clone()));
+            loaded.names.push((
+                crate::reference::canonical(&crate::reference::parse(&t)?),
+                digest.clone(),
+            ));
         }
         loaded.digests.push(digest);
     }
@@ -134,31 +141,45 @@ fn load_oci(store: &Store, root: &Path) -> Result<Loaded> {
             let want = format!("sha256:{}", e.file_name().to_string_lossy());
             let (got, _) = store.put_blob_file(&e.path(), &want)?;
             if got != want {
-                return Err(Error::DigestMismatch { what: format!("blob {want} in the archive"), expected: want, actual: got });
+                return Err(Error::DigestMismatch {
+                    what: format!("blob {want} in the archive"),
+                    expected: want,
+                    actual: got,
+                });
             }
         }
     }
     let bytes = std::fs::read(root.join("index.json")).map_err(Error::io("reading index.json"))?;
     let index = match crate::store::parse_document(&bytes, "index.json")? {
-        Document::Index(i) => i,
+        Document::Index(i) => *i,
         Document::Manifest(_) => {
-            return Err(Error::InvalidContent { what: "index.json".into(), message: "not an image index".into() });
+            return Err(Error::InvalidContent {
+                what: "index.json".into(),
+                message: "not an image index".into(),
+            });
         }
     };
     let mut loaded = Loaded::default();
     for m in index.manifests() {
         let digest = m.digest().to_string();
         if !store.has_blob(&digest) {
-            return Err(Error::InvalidContent { what: "index.json".into(), message: format!("{digest} is not in blobs/") });
+            return Err(Error::InvalidContent {
+                what: "index.json".into(),
+                message: format!("{digest} is not in blobs/"),
+            });
         }
         let ann = m.annotations().clone().unwrap_or_default();
         // containerd's full name first; the OCI ref name when it is a full reference.
-        let name = ann
-            .get("io.containerd.image.name")
-            .or_else(|| ann.get("org.opencontainers.image.ref.name").filter(|n| n.contains('/') || n.contains(':')));
+        let name = ann.get("io.containerd.image.name").or_else(|| {
+            ann.get("org.opencontainers.image.ref.name")
+                .filter(|n| n.contains('/') || n.contains(':'))
+        });
         if let Some(n) = name {
             store.tag(n, &digest)?;
-            loaded.names.push((crate::reference::canonical(&crate::reference::parse(n)?), digest.clone()));
+            loaded.names.push((
+                crate::reference::canonical(&crate::reference::parse(n)?),
+                digest.clone(),
+            ));
         }
         loaded.digests.push(digest);
     }
@@ -167,8 +188,15 @@ fn load_oci(store: &Store, root: &Path) -> Result<Loaded> {
 
 /// Writes the named images (names or digests) as an OCI image-layout tar archive.
 pub fn save(store: &Store, names: &[String], out: &Path) -> Result<()> {
-    let tmp = tempfile::NamedTempFile::new_in(out.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new(".")))
-        .map_err(Error::io(format!("creating a temp file next to {}", out.display())))?;
+    let tmp = tempfile::NamedTempFile::new_in(
+        out.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new(".")),
+    )
+    .map_err(Error::io(format!(
+        "creating a temp file next to {}",
+        out.display()
+    )))?;
     let mut b = tar::Builder::new(tmp.as_file());
     let io = |c: &str| Error::io(format!("writing {}: {c}", out.display()));
     let add = |b: &mut tar::Builder<&File>, name: &str, data: &[u8]| -> Result<()> {
@@ -186,12 +214,22 @@ pub fn save(store: &Store, names: &[String], out: &Path) -> Result<()> {
         let bytes = store.read_blob(&digest)?;
         let media = serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
-            .and_then(|v| v.get("mediaType").and_then(|m| m.as_str()).map(String::from))
+            .and_then(|v| {
+                v.get("mediaType")
+                    .and_then(|m| m.as_str())
+                    .map(String::from)
+            })
             .unwrap_or_else(|| "application/vnd.oci.image.manifest.v1+json".into());
         let mut ann = serde_json::Map::new();
         if r.digest().is_none() {
-            ann.insert("io.containerd.image.name".into(), crate::reference::canonical(&r).into());
-            ann.insert("org.opencontainers.image.ref.name".into(), r.tag().unwrap_or("latest").into());
+            ann.insert(
+                "io.containerd.image.name".into(),
+                crate::reference::canonical(&r).into(),
+            );
+            ann.insert(
+                "org.opencontainers.image.ref.name".into(),
+                r.tag().unwrap_or("latest").into(),
+            );
         }
         manifests.push(serde_json::json!({"mediaType": media, "digest": digest, "size": bytes.len(), "annotations": ann}));
         let mut blobs = vec![digest.clone()];
@@ -217,8 +255,11 @@ pub fn save(store: &Store, names: &[String], out: &Path) -> Result<()> {
         for d in blobs {
             if seen.insert(d.clone()) {
                 let path = store.blob_path(&d)?;
-                b.append_path_with_name(&path, format!("blobs/sha256/{}", crate::store::digest_hex(&d)?))
-                    .map_err(io(&d))?;
+                b.append_path_with_name(
+                    &path,
+                    format!("blobs/sha256/{}", crate::store::digest_hex(&d)?),
+                )
+                .map_err(io(&d))?;
             }
         }
     }

@@ -55,11 +55,16 @@ fn lookup(config: &[u8], registry: &str) -> Result<Option<(String, String)>, Str
         if normalise_key(key) != want {
             continue;
         }
-        if let Some(a) = entry.get("auth").and_then(|a| a.as_str()).filter(|a| !a.is_empty()) {
+        if let Some(a) = entry
+            .get("auth")
+            .and_then(|a| a.as_str())
+            .filter(|a| !a.is_empty())
+        {
             let decoded = base64::engine::general_purpose::STANDARD
                 .decode(a.trim())
                 .map_err(|e| format!("auths.{key}.auth: invalid base64: {e}"))?;
-            let s = String::from_utf8(decoded).map_err(|_| format!("auths.{key}.auth: not UTF-8"))?;
+            let s =
+                String::from_utf8(decoded).map_err(|_| format!("auths.{key}.auth: not UTF-8"))?;
             let (u, p) = s
                 .split_once(':')
                 .ok_or_else(|| format!("auths.{key}.auth: expected base64 of user:password"))?;

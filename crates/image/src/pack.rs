@@ -64,7 +64,9 @@ pub fn build_image(
     for l in layers {
         let d = sha256_digest(&l.blob);
         store.put_blob(&l.blob, &d, "layer")?;
-        descs.push(serde_json::json!({"mediaType": l.media_type, "digest": d, "size": l.blob.len()}));
+        descs.push(
+            serde_json::json!({"mediaType": l.media_type, "digest": d, "size": l.blob.len()}),
+        );
     }
     let manifest = serde_json::json!({
         "schemaVersion": 2,
@@ -129,7 +131,11 @@ pub fn pack_binary(store: &Store, binary: &Path, name: &str) -> Result<String> {
     crate::reference::parse(name)?;
     let file_name = binary
         .file_name()
-        .ok_or_else(|| Error::io(format!("{} has no file name", binary.display()))(std::io::ErrorKind::InvalidInput.into()))?
+        .ok_or_else(|| {
+            Error::io(format!("{} has no file name", binary.display()))(
+                std::io::ErrorKind::InvalidInput.into(),
+            )
+        })?
         .to_string_lossy()
         .to_string();
     let in_image = format!("usr/local/bin/{file_name}");

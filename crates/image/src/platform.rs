@@ -32,9 +32,9 @@ pub fn choose(index: &ImageIndex, name: &str) -> Result<String> {
 
 pub(crate) fn choose_for(index: &ImageIndex, name: &str, arch: &str) -> Result<String> {
     let found = index.manifests().iter().find(|m| {
-        m.platform().as_ref().is_some_and(|p| {
-            *p.os() == Os::Linux && p.architecture().to_string() == arch
-        })
+        m.platform()
+            .as_ref()
+            .is_some_and(|p| *p.os() == Os::Linux && p.architecture().to_string() == arch)
     });
     if let Some(m) = found {
         return Ok(m.digest().to_string());
@@ -53,10 +53,13 @@ pub(crate) fn choose_for(index: &ImageIndex, name: &str, arch: &str) -> Result<S
     Err(Error::UnsupportedPlatform {
         reference: name.to_string(),
         wanted: format!("linux/{arch}"),
-        has: if has.is_empty() { "nothing".into() } else { has.join(", ") },
+        has: if has.is_empty() {
+            "nothing".into()
+        } else {
+            has.join(", ")
+        },
     })
 }
-
 
 #[cfg(test)]
 mod tests {
@@ -82,8 +85,14 @@ mod tests {
     #[test]
     fn picks_linux_arch() {
         let idx = index(&[("linux", "arm64"), ("windows", "amd64"), ("linux", "amd64")]);
-        assert_eq!(choose_for(&idx, "x", "amd64").unwrap(), format!("sha256:{}", "2".repeat(64)));
-        assert_eq!(choose_for(&idx, "x", "arm64").unwrap(), format!("sha256:{}", "0".repeat(64)));
+        assert_eq!(
+            choose_for(&idx, "x", "amd64").unwrap(),
+            format!("sha256:{}", "2".repeat(64))
+        );
+        assert_eq!(
+            choose_for(&idx, "x", "arm64").unwrap(),
+            format!("sha256:{}", "0".repeat(64))
+        );
     }
 
     #[test]

@@ -77,7 +77,10 @@ mod tests {
         }
         let d = format!("repo@sha256:{}", "a".repeat(64));
         let r = parse(&d).unwrap();
-        assert_eq!(r.digest(), Some(format!("sha256:{}", "a".repeat(64)).as_str()));
+        assert_eq!(
+            r.digest(),
+            Some(format!("sha256:{}", "a".repeat(64)).as_str())
+        );
         assert_eq!(repository(&r), "docker.io/library/repo");
     }
 
@@ -85,7 +88,10 @@ mod tests {
     fn bad_references() {
         for bad in ["", "UPPER/case", "a@sha256:short", "x:", "-x", "a b"] {
             let e = parse(bad).unwrap_err();
-            assert!(e.to_string().contains("invalid image reference"), "{bad}: {e}");
+            assert!(
+                e.to_string().contains("invalid image reference"),
+                "{bad}: {e}"
+            );
         }
     }
 

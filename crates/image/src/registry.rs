@@ -9,10 +9,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures_util::StreamExt;
+use oci_client::Client;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
-use oci_client::Client;
 
 use crate::auth;
 use crate::error::{Error, Result};
@@ -98,8 +98,10 @@ fn auth_for(r: &Reference, opts: &RegistryOptions) -> Result<RegistryAuth> {
     if let Some(c) = &opts.credentials {
         return Ok(RegistryAuth::Basic(c.username.clone(), c.password.clone()));
     }
-    Ok(auth::from_docker_config(r.registry(), opts.docker_config.as_deref())?
-        .map_or(RegistryAuth::Anonymous, |(u, p)| RegistryAuth::Basic(u, p)))
+    Ok(
+        auth::from_docker_config(r.registry(), opts.docker_config.as_deref())?
+            .map_or(RegistryAuth::Anonymous, |(u, p)| RegistryAuth::Basic(u, p)),
+    )
 }
 
 /// Maps oci-client's errors to our classes, keeping the registry's message.
@@ -110,17 +112,32 @@ fn classify(r: &Reference, e: OciDistributionError) -> Error {
             reference,
             message: format!("the registry answered 401 Unauthorized for {url}"),
         },
-        OciDistributionError::AuthenticationFailure(message) => Error::Unauthorized { reference, message },
-        OciDistributionError::ImageManifestNotFoundError(message) => Error::NotFound { reference, message },
+        OciDistributionError::AuthenticationFailure(message) => {
+            Error::Unauthorized { reference, message }
+        }
+        OciDistributionError::ImageManifestNotFoundError(message) => {
+            Error::NotFound { reference, message }
+        }
         OciDistributionError::RegistryError { envelope, .. } => {
             let message = envelope
                 .errors
                 .iter()
-                .map(|e| format!("{}: {}", serde_json::to_string(&e.code).unwrap_or_default().trim_matches('"'), e.message))
+                .map(|e| {
+                    format!(
+                        "{}: {}",
+                        serde_json::to_string(&e.code)
+                            .unwrap_or_default()
+                            .trim_matches('"'),
+                        e.message
+                    )
+                })
                 .collect::<Vec<_>>()
                 .join("; ");
             let codes: Vec<&OciErrorCode> = envelope.errors.iter().map(|e| &e.code).collect();
-            if codes.iter().any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied)) {
+            if codes
+                .iter()
+                .any(|c| matches!(c, OciErrorCode::Unauthorized | OciErrorCode::Denied))
+            {
                 Error::Unauthorized { reference, message }
             } else if codes.iter().any(|c| {
                 matches!(
@@ -137,9 +154,18 @@ fn classify(r: &Reference, e: OciDistributionError) -> Error {
             }
         }
         OciDistributionError::ServerError { code, message, url } => match code {
-            401 | 403 => Error::Unauthorized { reference, message: format!("{code} from {url}: {message}") },
-            404 => Error::NotFound { reference, message: format!("404 from {url}: {message}") },
-            _ => Error::Registry { reference, message: format!("{code} from {url}: {message}") },
+            401 | 403 => Error::Unauthorized {
+                reference,
+                message: format!("{code} from {url}: {message}"),
+            },
+            404 => Error::NotFound {
+                reference,
+                message: format!("404 from {url}: {message}"),
+            },
+            _ => Error::Registry {
+                reference,
+                message: format!("{code} from {url}: {message}"),
+            },
         },
         OciDistributionError::RequestError(e) => Error::Network {
             registry: r.registry().to_string(),
@@ -150,7 +176,10 @@ fn classify(r: &Reference, e: OciDistributionError) -> Error {
             expected: String::new(),
             actual: e.to_string(),
         },
-        other => Error::Registry { reference, message: other.to_string() },
+        other => Error::Registry {
+            reference,
+            message: other.to_string(),
+        },
     }
 }
 
@@ -213,22 +242,28 @@ pub async fn pull(
         && let Some(d) = store.local_name(&reference::canonical(&r))?
     {
         let (manifest_digest, _) = store.platform_manifest(&d, &r.whole())?;
-        return Ok(Pulled { pinned: format!("{repo}@{d}"), digest: d, manifest_digest });
+        return Ok(Pulled {
+            pinned: format!("{repo}@{d}"),
+            digest: d,
+            manifest_digest,
+        });
     }
     let _gc = store.gc_shared()?;
     let client = client_for(&r, opts);
     let auth = auth_for(&r, opts)?;
-    client.store_auth_if_needed(r.resolve_registry(), &auth).await;
+    client
+        .store_auth_if_needed(r.resolve_registry(), &auth)
+        .await;
 
     let digest = fetch_manifest(store, &client, &r, r.digest()).await?;
     let (manifest_digest, manifest) = match store.document(&digest)? {
-        Document::Manifest(m) => (digest.clone(), m),
+        Document::Manifest(m) => (digest.clone(), *m),
         Document::Index(idx) => {
             let chosen = crate::platform::choose(&idx, &r.whole())?;
             let child = r.clone_with_digest(chosen.clone());
             fetch_manifest(store, &client, &child, Some(&chosen)).await?;
             match store.document(&chosen)? {
-                Document::Manifest(m) => (chosen, m),
+                Document::Manifest(m) => (chosen, *m),
                 Document::Index(_) => {
                     return Err(Error::InvalidContent {
                         what: format!("index {digest}"),
@@ -260,16 +295,24 @@ pub async fn pull(
                 registry: r.registry().to_string(),
                 message: format!("downloading {d}: {e}"),
             })?;
-            w.write_all(&chunk).map_err(Error::io(format!("writing blob {d}")))?;
+            w.write_all(&chunk)
+                .map_err(Error::io(format!("writing blob {d}")))?;
             done += chunk.len() as u64;
-            progress(Progress { done, total: total.max(done) });
+            progress(Progress {
+                done,
+                total: total.max(done),
+            });
         }
         w.commit()?;
     }
     if r.digest().is_none() {
         store.record_pulled(&reference::canonical(&r), &digest)?;
     }
-    Ok(Pulled { pinned: format!("{repo}@{digest}"), digest, manifest_digest })
+    Ok(Pulled {
+        pinned: format!("{repo}@{digest}"),
+        digest,
+        manifest_digest,
+    })
 }
 
 /// GETs a manifest, checks it against `expected` (or the digest the registry reports),
@@ -299,14 +342,21 @@ async fn fetch_manifest(
 }
 
 /// Pushes a stored image (`local`: a name or digest in the store) to `remote`.
-pub async fn push(store: &Store, local: &str, remote: &str, opts: &RegistryOptions) -> Result<String> {
+pub async fn push(
+    store: &Store,
+    local: &str,
+    remote: &str,
+    opts: &RegistryOptions,
+) -> Result<String> {
     let digest = store
         .lookup(local)?
         .ok_or_else(|| Error::NotLocal(local.to_string()))?;
     let r = reference::parse(remote)?;
     let client = Arc::new(client_for(&r, opts));
     let auth = auth_for(&r, opts)?;
-    client.store_auth_if_needed(r.resolve_registry(), &auth).await;
+    client
+        .store_auth_if_needed(r.resolve_registry(), &auth)
+        .await;
     // Authenticate for push (a token with push scope when the registry uses tokens).
     client
         .auth(&r, &auth, oci_client::RegistryOperation::Push)
@@ -329,16 +379,27 @@ pub async fn push(store: &Store, local: &str, remote: &str, opts: &RegistryOptio
         let bytes = store.read_blob(&md)?;
         let media = serde_json::from_slice::<serde_json::Value>(&bytes)
             .ok()
-            .and_then(|v| v.get("mediaType").and_then(|m| m.as_str()).map(String::from));
+            .and_then(|v| {
+                v.get("mediaType")
+                    .and_then(|m| m.as_str())
+                    .map(String::from)
+            });
         if let Document::Manifest(m) = parse_document(&bytes, &md)? {
             let mut blobs = vec![m.config().digest().to_string()];
             blobs.extend(m.layers().iter().map(|l| l.digest().to_string()));
             for b in blobs {
                 let data = store.read_blob(&b)?;
-                client.push_blob(&r, data, &b).await.map_err(|e| classify(&r, e))?;
+                client
+                    .push_blob(&r, data, &b)
+                    .await
+                    .map_err(|e| classify(&r, e))?;
             }
         }
-        let target = if md == digest { r.clone() } else { r.clone_with_digest(md.clone()) };
+        let target = if md == digest {
+            r.clone()
+        } else {
+            r.clone_with_digest(md.clone())
+        };
         let media = media.unwrap_or_else(|| {
             if bytes.windows(11).any(|w| w == b"\"manifests\"") {
                 "application/vnd.oci.image.index.v1+json".into()

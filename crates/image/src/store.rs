@@ -65,8 +65,8 @@ pub struct PruneReport {
 /// A parsed manifest document: either a single-platform manifest or an index.
 #[derive(Debug, Clone)]
 pub enum Document {
-    Manifest(ImageManifest),
-    Index(ImageIndex),
+    Manifest(Box<ImageManifest>),
+    Index(Box<ImageIndex>),
 }
 
 /// A held `flock`; released when dropped (the kernel releases it if we are killed).
@@ -81,7 +81,11 @@ pub fn digest_hex(digest: &str) -> Result<&str> {
             what: "digest".into(),
             message: format!("{digest:?}: only sha256 digests are supported"),
         })?;
-    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+    if hex.len() != 64
+        || !hex
+            .bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    {
         return Err(Error::InvalidContent {
             what: "digest".into(),
             message: format!("{digest:?}: not 64 lowercase hex digits"),
@@ -107,12 +111,22 @@ pub fn parse_document(bytes: &[u8], what: &str) -> Result<Document> {
         message: e.to_string(),
     };
     if value.get("manifests").is_some() {
-        Ok(Document::Index(serde_json::from_value(value).map_err(bad)?))
+        Ok(Document::Index(Box::new(
+            serde_json::from_value(value).map_err(bad)?,
+        )))
     } else if value.get("layers").is_some() {
-        Ok(Document::Manifest(serde_json::from_value(value).map_err(bad)?))
+        Ok(Document::Manifest(
+            serde_json::from_value(value).map_err(bad)?,
+        ))
     } else {
-        let media = value.get("mediaType").and_then(|m| m.as_str()).unwrap_or("");
-        let schema = value.get("schemaVersion").and_then(|m| m.as_i64()).unwrap_or(0);
+        let media = value
+            .get("mediaType")
+            .and_then(|m| m.as_str())
+            .unwrap_or("");
+        let schema = value
+            .get("schemaVersion")
+            .and_then(|m| m.as_i64())
+            .unwrap_or(0);
         Err(Error::InvalidContent {
             what: what.to_string(),
             message: format!(
@@ -259,11 +273,11 @@ impl Store {
     /// index. Returns the manifest's digest too.
     pub fn platform_manifest(&self, digest: &str, name: &str) -> Result<(String, ImageManifest)> {
         match self.document(digest)? {
-            Document::Manifest(m) => Ok((digest.to_string(), m)),
+            Document::Manifest(m) => Ok((digest.to_string(), *m)),
             Document::Index(idx) => {
                 let chosen = platform::choose(&idx, name)?;
                 match self.document(&chosen)? {
-                    Document::Manifest(m) => Ok((chosen, m)),
+                    Document::Manifest(m) => Ok((chosen, *m)),
                     Document::Index(_) => Err(Error::InvalidContent {
                         what: format!("index {digest}"),
                         message: "nested index entries are not supported".into(),
@@ -534,8 +548,10 @@ impl BlobWriter {
 
 /// Writes `path` by renaming a fsynced temp file from `tmp_dir`: readers see old or new.
 pub(crate) fn atomic_write(tmp_dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut tmp = tempfile::NamedTempFile::new_in(tmp_dir)
-        .map_err(Error::io(format!("creating a temp file for {}", path.display())))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(tmp_dir).map_err(Error::io(format!(
+        "creating a temp file for {}",
+        path.display()
+    )))?;
     tmp.write_all(bytes)
         .and_then(|()| tmp.as_file().sync_all())
         .map_err(Error::io(format!("writing {}", path.display())))?;

@@ -94,7 +94,10 @@ pub fn unpack_image(
     manifest: &ImageManifest,
     limits: Limits,
 ) -> Result<PathBuf> {
-    let dest = store.root().join("rootfs").join(digest_hex(manifest_digest)?);
+    let dest = store
+        .root()
+        .join("rootfs")
+        .join(digest_hex(manifest_digest)?);
     if dest.is_dir() {
         return Ok(dest);
     }
@@ -112,7 +115,13 @@ pub fn unpack_image(
             digest: digest.clone(),
             message: format!("opening the blob: {e}"),
         })?;
-        apply_layer(file, &root, &layer.media_type().to_string(), &digest, &mut budget)?;
+        apply_layer(
+            file,
+            &root,
+            layer.media_type().as_ref(),
+            &digest,
+            &mut budget,
+        )?;
     }
     set_mode(&root, 0o755).map_err(Error::io("setting the rootfs mode"))?;
     match fs::rename(&root, &dest) {
@@ -260,7 +269,10 @@ pub fn apply_layer(
         }
         if matches!(
             kind,
-            EntryType::XGlobalHeader | EntryType::XHeader | EntryType::GNULongName | EntryType::GNULongLink
+            EntryType::XGlobalHeader
+                | EntryType::XHeader
+                | EntryType::GNULongName
+                | EntryType::GNULongLink
         ) {
             continue;
         }
@@ -278,13 +290,17 @@ pub fn apply_layer(
             EntryType::Link => {
                 let link = entry
                     .link_name_bytes()
-                    .ok_or_else(|| layer_err(format!("hard link {} without a target", rel.display())))?
+                    .ok_or_else(|| {
+                        layer_err(format!("hard link {} without a target", rel.display()))
+                    })?
                     .into_owned();
                 let link_rel = clean_path(Path::new(std::ffi::OsStr::from_bytes_compat(&link)))
                     .map_err(&layer_err)?
                     .ok_or_else(|| layer_err(format!("hard link {} to the root", rel.display())))?;
                 let (lp, ln) = split(&link_rel);
-                let source = root.join(resolve_in_root(root, &lp).map_err(&layer_err)?).join(ln);
+                let source = root
+                    .join(resolve_in_root(root, &lp).map_err(&layer_err)?)
+                    .join(ln);
                 fs::hard_link(&source, &target).map_err(|e| {
                     layer_err(format!(
                         "hard link {} -> {}: {e}",
@@ -344,7 +360,10 @@ pub fn clean_path(raw: &Path) -> Result<Option<PathBuf>, String> {
                 ));
             }
             Component::Prefix(_) => {
-                return Err(format!("entry {:?} has a path prefix", raw.display().to_string()));
+                return Err(format!(
+                    "entry {:?} has a path prefix",
+                    raw.display().to_string()
+                ));
             }
         }
     }
@@ -377,13 +396,19 @@ pub fn resolve_in_root(root: &Path, dir: &Path) -> Result<PathBuf, String> {
             resolved.pop();
             continue;
         }
-        let here: PathBuf = root.iter().chain(resolved.iter().map(|s| s.as_os_str())).collect();
+        let here: PathBuf = root
+            .iter()
+            .chain(resolved.iter().map(|s| s.as_os_str()))
+            .collect();
         let candidate = here.join(&c);
         match fs::symlink_metadata(&candidate) {
             Ok(m) if m.file_type().is_symlink() => {
                 hops += 1;
                 if hops > 40 {
-                    return Err(format!("too many levels of symbolic links at {}", dir.display()));
+                    return Err(format!(
+                        "too many levels of symbolic links at {}",
+                        dir.display()
+                    ));
                 }
                 let target = fs::read_link(&candidate)
                     .map_err(|e| format!("reading link {}: {e}", candidate.display()))?;
@@ -494,10 +519,22 @@ mod tests {
 
     #[test]
     fn compression_by_media_type_then_magic() {
-        assert_eq!(compression("application/vnd.oci.image.layer.v1.tar+gzip", b""), Compression::Gzip);
-        assert_eq!(compression("application/vnd.docker.image.rootfs.diff.tar.gzip", b""), Compression::Gzip);
-        assert_eq!(compression("application/vnd.oci.image.layer.v1.tar+zstd", b""), Compression::Zstd);
-        assert_eq!(compression("application/vnd.oci.image.layer.v1.tar", b"\x1f\x8b"), Compression::None);
+        assert_eq!(
+            compression("application/vnd.oci.image.layer.v1.tar+gzip", b""),
+            Compression::Gzip
+        );
+        assert_eq!(
+            compression("application/vnd.docker.image.rootfs.diff.tar.gzip", b""),
+            Compression::Gzip
+        );
+        assert_eq!(
+            compression("application/vnd.oci.image.layer.v1.tar+zstd", b""),
+            Compression::Zstd
+        );
+        assert_eq!(
+            compression("application/vnd.oci.image.layer.v1.tar", b"\x1f\x8b"),
+            Compression::None
+        );
         assert_eq!(compression("x", b"\x1f\x8b\x08"), Compression::Gzip);
         assert_eq!(compression("x", b"\x28\xb5\x2f\xfd"), Compression::Zstd);
         assert_eq!(compression("x", b"abc"), Compression::None);

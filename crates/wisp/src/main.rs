@@ -34,6 +34,8 @@ enum Command {
     Logs(cli::logs::LogsArgs),
     /// Autoscaling tools: `wisp autoscale simulate` replays a load trace through the KPA.
     Autoscale(cli::autoscale::AutoscaleArgs),
+    /// The local image store: load, ls, pull, tag, rm, prune, pack, save.
+    Image(cli::image::ImageArgs),
 }
 
 fn main() -> ExitCode {
@@ -47,6 +49,7 @@ fn main() -> ExitCode {
         Command::Delete(args) => cli::delete::run(args),
         Command::Logs(args) => cli::logs::run(args),
         Command::Autoscale(args) => cli::autoscale::run(args),
+        Command::Image(args) => cli::image::run(args),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

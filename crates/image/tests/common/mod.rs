@@ -9,8 +9,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use wisp_image::pack::Layer;
 use wisp_image::Store;
+use wisp_image::pack::Layer;
 
 pub struct Registry {
     pub addr: String,
@@ -30,7 +30,11 @@ impl Registry {
     pub fn start(auth: Option<(&str, &str)>) -> Registry {
         for _attempt in 0..5 {
             let dir = tempfile::tempdir().unwrap();
-            let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let port = TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
             let addr = format!("127.0.0.1:{port}");
             let mut config = format!(
                 "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\n  delete:\n    enabled: true\nhttp:\n  addr: {addr}\n",
@@ -75,7 +79,11 @@ impl Registry {
         use base64::Engine as _;
         let p = self.dir.path().join("docker-config.json");
         let auth = base64::engine::general_purpose::STANDARD.encode(format!("{user}:{pass}"));
-        std::fs::write(&p, format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, self.addr)).unwrap();
+        std::fs::write(
+            &p,
+            format!(r#"{{"auths":{{"{}":{{"auth":"{auth}"}}}}}}"#, self.addr),
+        )
+        .unwrap();
         p
     }
 }

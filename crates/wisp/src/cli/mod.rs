@@ -10,6 +10,7 @@ pub mod client;
 pub mod delete;
 pub mod describe;
 pub mod get;
+pub mod image;
 pub mod logs;
 pub mod manifest;
 pub mod printers;
