@@ -92,7 +92,7 @@ pub fn run(args: ImageArgs) -> anyhow::Result<bool> {
                 rows.push(vec![repo, tag, short(&e.digest), human(e.size)]);
             }
             let table = super::printers::format_table(&rows);
-            super::out(format_args!("{table}\n"))?;
+            super::out(format_args!("{table}"))?;
         }
         ImageCommand::Pull {
             reference,
