@@ -588,6 +588,18 @@ pub struct RouteStatus {
     pub traffic: Vec<TrafficTarget>,
 }
 
+/// Knative's `ContainerStatus` (`pkg/apis/serving/v1/revision_types.go`): a container's
+/// name and the digest its image resolved to (empty when its registry skips resolution or,
+/// on wisp, when it runs a host `command` without an image).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerStatus {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image_digest: String,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RevisionStatus {
@@ -595,10 +607,12 @@ pub struct RevisionStatus {
     pub status: Status,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub log_url: String,
+    /// What each container's image resolved to, in `spec.containers` order, once the
+    /// revision's digests are resolved (Knative's `reconcileDigest`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub container_statuses: Vec<Value>,
+    pub container_statuses: Vec<ContainerStatus>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub init_container_statuses: Vec<Value>,
+    pub init_container_statuses: Vec<ContainerStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actual_replicas: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -30,6 +30,9 @@ pub struct Context {
     pub scaling: Arc<Scaling>,
     /// Wall clock for timestamps and deadlines; injectable so tests are deterministic.
     pub clock: fn() -> DateTime<Utc>,
+    /// Resolves revisions' image tags to digests (None: images run as named, nothing is
+    /// resolved — the controllers' own tests).
+    pub digests: Option<Arc<crate::revision::digest::BackgroundResolver>>,
 }
 
 /// What the work queue should do with a key after a successful reconcile.

@@ -262,6 +262,7 @@ pub fn test_context_with(
         routing: Arc::new(ArcSwap::from_pointee(RoutingTable::default())),
         scaling: Arc::new(crate::autoscaling::Scaling::new(clock)),
         clock,
+        digests: None,
     };
     (ctx, platform)
 }

@@ -129,6 +129,7 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         routing: routing.clone(),
         scaling: scaling.clone(),
         clock: chrono::Utc::now,
+        digests: None,
     };
     let (ctl_stop_tx, ctl_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(

@@ -9,10 +9,13 @@
 //!
 //! [`Platform`]: wisp_runtime::Platform
 
+pub mod digest;
 pub mod resources;
 
-use wisp_api::{autoscaling::PodAutoscaler, serving::Revision};
+use wisp_api::{autoscaling::PodAutoscaler, meta::ConditionStatus, serving::Revision};
 use wisp_runtime::RevisionKey;
+
+use self::digest::Resolution;
 
 use crate::{
     objects,
@@ -30,6 +33,50 @@ impl TypedReconciler for RevisionReconciler {
         let (namespace, name) = (&rev.metadata.namespace, &rev.metadata.name);
         let key = RevisionKey::new(namespace, name);
         let now = (ctx.clock)();
+        if let Some(digests) = &ctx.digests
+            && !resources::digests_resolved(rev)
+        {
+            // Knative's `reconcileDigest` (`pkg/reconciler/revision/revision.go`): nothing runs
+            // until every image is pinned to the digest its tag names now.
+            let opts = resources::resolve_options(rev, &ctx.config);
+            let mut st = rev.status.clone().unwrap_or_default();
+            match digests.resolve(rev, &opts) {
+                Resolution::Pending => {
+                    resources::CONDITIONS.mark(
+                        &mut st.status,
+                        resources::RESOURCES_AVAILABLE,
+                        ConditionStatus::Unknown,
+                        resources::RESOLVING_DIGESTS,
+                        "",
+                        now,
+                    );
+                    st.status.observed_generation = rev.metadata.generation;
+                    rev.status = Some(st);
+                    return Ok(Action::Done);
+                }
+                Resolution::Failed(message) => {
+                    // Forget it, so that the retry the queue makes asks the registry again.
+                    digests.clear(&key);
+                    resources::CONDITIONS.mark(
+                        &mut st.status,
+                        resources::CONTAINER_HEALTHY,
+                        ConditionStatus::False,
+                        resources::CONTAINER_MISSING,
+                        &message,
+                        now,
+                    );
+                    st.status.observed_generation = rev.metadata.generation;
+                    rev.status = Some(st);
+                    return Err(ReconcileError::Other(message));
+                }
+                Resolution::Resolved(init, containers) => {
+                    digests.clear(&key);
+                    st.init_container_statuses = init;
+                    st.container_statuses = containers;
+                    rev.status = Some(st);
+                }
+            }
+        }
 
         // The replica count is the KPA's (the PodAutoscaler reconciler publishes it in
         // `ctx.scaling` and wakes this reconciler when it changes); before the KPA's first
@@ -56,8 +103,11 @@ impl TypedReconciler for RevisionReconciler {
 
     /// Its replicas go: a revision no longer stored must not keep running.
     fn gone(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
-        ctx.platform
-            .remove(&RevisionKey::new(&key.namespace, &key.name));
+        let key = RevisionKey::new(&key.namespace, &key.name);
+        if let Some(digests) = &ctx.digests {
+            digests.clear(&key);
+        }
+        ctx.platform.remove(&key);
         Ok(Action::Done)
     }
 }
@@ -235,6 +285,118 @@ mod tests {
                 wisp_api::meta::ConditionStatus::False,
                 "ProgressDeadlineExceeded".into()
             )
+        );
+    }
+
+    /// A registry that knows one tag.
+    struct OneTag;
+
+    impl digest::DigestResolver for OneTag {
+        fn resolve<'a>(
+            &'a self,
+            image: &'a str,
+            _: &'a digest::ResolveOptions,
+        ) -> digest::BoxFuture<'a, Result<String, String>> {
+            Box::pin(async move {
+                match image {
+                    "img" => Ok("index.docker.io/library/img@sha256:abc".to_string()),
+                    other => Err(format!("{other}: MANIFEST_UNKNOWN: manifest unknown")),
+                }
+            })
+        }
+    }
+
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    fn with_resolver(ctx: &mut Context) -> std::sync::Arc<digest::BackgroundResolver> {
+        let r = std::sync::Arc::new(digest::BackgroundResolver::new(
+            std::sync::Arc::new(OneTag),
+            std::sync::Arc::new(|_: &RevisionKey| {}),
+        ));
+        ctx.digests = Some(r.clone());
+        r
+    }
+
+    #[tokio::test]
+    async fn images_are_pinned_to_their_digests_before_anything_runs() {
+        use wisp_api::meta::ConditionStatus::Unknown;
+        let (mut ctx, platform, key) = setup();
+        with_resolver(&mut ctx);
+        RevisionReconciler
+            .reconcile_name(&ctx, "default", "hello-00001")
+            .unwrap();
+        // Resolving: nothing asked of the platform yet.
+        assert_eq!(platform.scale_of(&key), None);
+        let rev: Revision = testing::fetch(&ctx, "default", "hello-00001");
+        let c = rev
+            .status
+            .as_ref()
+            .unwrap()
+            .status
+            .condition(resources::RESOURCES_AVAILABLE)
+            .unwrap();
+        assert_eq!((c.status, c.reason.as_str()), (Unknown, "ResolvingDigests"));
+
+        settle().await;
+        RevisionReconciler
+            .reconcile_name(&ctx, "default", "hello-00001")
+            .unwrap();
+        let rev: Revision = testing::fetch(&ctx, "default", "hello-00001");
+        let statuses = &rev.status.as_ref().unwrap().container_statuses;
+        assert_eq!(statuses.len(), 1);
+        assert_eq!(
+            statuses[0].image_digest,
+            "index.docker.io/library/img@sha256:abc"
+        );
+        // The platform runs the digest, not the tag.
+        let spec = platform.spec_of(&key).unwrap();
+        assert_eq!(
+            spec.pod.containers[0].image,
+            "index.docker.io/library/img@sha256:abc"
+        );
+        assert_eq!(
+            rev.spec.pod.containers[0].image, "img",
+            "the spec is untouched"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unresolvable_image_is_container_missing_and_retried() {
+        use wisp_api::meta::ConditionStatus::False;
+        let (mut ctx, platform, key) = setup();
+        let mut rev: Revision = testing::fetch(&ctx, "default", "hello-00001");
+        rev.spec.pod.containers[0].image = "nope:1".into();
+        objects::update(&ctx.store, &rev).unwrap();
+        with_resolver(&mut ctx);
+        RevisionReconciler
+            .reconcile_name(&ctx, "default", "hello-00001")
+            .unwrap();
+        settle().await;
+        let err = RevisionReconciler
+            .reconcile_name(&ctx, "default", "hello-00001")
+            .unwrap_err();
+        let want = "Unable to fetch image \"nope:1\": failed to resolve image to digest: \
+                    nope:1: MANIFEST_UNKNOWN: manifest unknown";
+        assert_eq!(err.to_string(), want);
+        let rev: Revision = testing::fetch(&ctx, "default", "hello-00001");
+        let st = &rev.status.as_ref().unwrap().status;
+        let c = st.condition(resources::CONTAINER_HEALTHY).unwrap();
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (False, "ContainerMissing", want)
+        );
+        assert_eq!(ready_of(&ctx), (False, "ContainerMissing".into()));
+        assert_eq!(platform.scale_of(&key), None);
+        // The failure was forgotten: the queue's retry asks the registry again.
+        assert_eq!(
+            RevisionReconciler
+                .reconcile_name(&ctx, "default", "hello-00001")
+                .unwrap(),
+            Action::Done
         );
     }
 }

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 use wisp_api::{
     config::{AutoscalerConfig, Config},
     meta::{ConditionStatus, Status},
-    serving::{Revision, RevisionStatus},
+    serving::{Container, ContainerStatus, PodSpec, Revision, RevisionStatus},
 };
 use wisp_autoscaler::{DeciderSpec, scaler::initial_replicas};
 use wisp_runtime::{ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
@@ -17,6 +17,7 @@ use wisp_runtime::{ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
 use crate::{
     conditions::{ConditionSet, READY},
     names::label,
+    revision::digest::ResolveOptions,
 };
 
 pub use wisp_api::serving::condition::{ACTIVE, CONTAINER_HEALTHY, RESOURCES_AVAILABLE};
@@ -26,6 +27,11 @@ pub const DEPENDENTS: [&str; 2] = [RESOURCES_AVAILABLE, CONTAINER_HEALTHY];
 pub const CONDITIONS: ConditionSet = ConditionSet::new(READY, &DEPENDENTS);
 
 pub const DEPLOYING: &str = "Deploying";
+/// `ResourcesAvailable` while the images' digests are being resolved (Knative's
+/// `ReasonResolvingDigests`).
+pub const RESOLVING_DIGESTS: &str = "ResolvingDigests";
+/// `ContainerHealthy` when an image cannot be resolved (Knative's `ReasonContainerMissing`).
+pub const CONTAINER_MISSING: &str = "ContainerMissing";
 pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 pub const PROGRESS_DEADLINE_MESSAGE: &str = "Initial scale was never achieved";
 /// The PodAutoscaler's reasons, which the revision's `Active` mirrors.
@@ -77,6 +83,56 @@ pub fn progress_deadline(rev: &Revision, cfg: &Config) -> Duration {
     rev.progress_deadline(&cfg.deployment)
 }
 
+/// Whether `status.containerStatuses` already pins every container (Knative's
+/// `reconcileDigest` test: one status per container, init containers included).
+pub fn digests_resolved(rev: &Revision) -> bool {
+    let st = rev.status.as_ref();
+    let have = st.map_or(0, |s| {
+        s.container_statuses.len() + s.init_container_statuses.len()
+    });
+    have == rev.spec.pod.containers.len() + rev.spec.pod.init_containers.len()
+}
+
+/// What digest resolution needs from the revision and config-deployment.
+pub fn resolve_options(rev: &Revision, cfg: &Config) -> ResolveOptions {
+    let pod = &rev.spec.pod;
+    ResolveOptions {
+        namespace: rev.metadata.namespace.clone(),
+        service_account: pod.service_account_name.clone(),
+        image_pull_secrets: pod
+            .image_pull_secrets
+            .iter()
+            .filter_map(|s| s.get("name").and_then(|n| n.as_str()))
+            .map(str::to_owned)
+            .collect(),
+        registries_to_skip: cfg.deployment.registries_skipping_tag_resolving.clone(),
+        timeout: cfg
+            .deployment
+            .digest_resolution_timeout
+            .to_std()
+            .unwrap_or_default(),
+    }
+}
+
+/// The pod to run: the revision's, each image replaced by the digest it resolved to (as
+/// Knative's `makePodSpec` does, `pkg/reconciler/revision/resources/deploy.go`), so every
+/// replica runs the same image even if its tag moves.
+fn pinned_pod(rev: &Revision) -> PodSpec {
+    let mut pod = rev.spec.pod.clone();
+    if let Some(st) = &rev.status {
+        let pin = |cs: &mut [Container], statuses: &[ContainerStatus]| {
+            for (c, s) in cs.iter_mut().zip(statuses) {
+                if !s.image_digest.is_empty() {
+                    c.image = s.image_digest.clone();
+                }
+            }
+        };
+        pin(&mut pod.containers, &st.container_statuses);
+        pin(&mut pod.init_containers, &st.init_container_statuses);
+    }
+    pod
+}
+
 /// What the platform needs to run the revision; None if it has no container.
 pub fn replica_spec(rev: &Revision, cfg: &Config) -> Option<ReplicaSpec> {
     // Nothing to run without a container (validation requires one).
@@ -91,7 +147,7 @@ pub fn replica_spec(rev: &Revision, cfg: &Config) -> Option<ReplicaSpec> {
             .cloned()
             .unwrap_or_default(),
         service: m.labels.get(label::SERVICE).cloned().unwrap_or_default(),
-        pod: rev.spec.pod.clone(),
+        pod: pinned_pod(rev),
         grace_period: rev.timeout(&cfg.defaults),
     })
 }
