@@ -285,14 +285,14 @@ async fn serve(
     let addr = listener.local_addr()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(%addr, data_dir = %args.data_dir.display(), "API listening");
-    // Tests and scripts read this line to find an ephemeral port (and `wisp kubeconfig`
-    // reads the address from the file below).
-    eprintln!("wisp: API listening on {scheme}://{addr}");
+    // `wisp kubeconfig` reads the address from this file; written before the line below,
+    // which tests and scripts read to find an ephemeral port.
     crate::tls::write_file(
         &args.data_dir.join(API_URL_FILE),
         format!("{scheme}://{addr}\n").as_bytes(),
         0o644,
     )?;
+    eprintln!("wisp: API listening on {scheme}://{addr}");
 
     let server = tokio::spawn(crate::api_listener::serve(
         listener,
