@@ -134,10 +134,7 @@ pub struct Authenticator {
 impl Authenticator {
     /// The admin token (for `admin`) first, then the file's entries.
     pub fn new(admin_token: &str, admin: UserInfo, file: Vec<TokenEntry>) -> Authenticator {
-        let mut tokens = vec![(
-            admin_token.as_bytes().into(),
-            User(Arc::new(admin)),
-        )];
+        let mut tokens = vec![(admin_token.as_bytes().into(), User(Arc::new(admin)))];
         tokens.extend(
             file.into_iter()
                 .map(|e| (e.token.into_bytes().into(), User(Arc::new(e.user)))),
@@ -267,7 +264,8 @@ mod tests {
     fn malformed_csv_names_the_line() {
         let e = parse_token_file("f.csv", "tok1,alice,1\ntok2,\"bob,2\n").unwrap_err();
         assert!(
-            matches!(e, TokenFileError::Csv { .. }) || matches!(e, TokenFileError::TooFewColumns { .. }),
+            matches!(e, TokenFileError::Csv { .. })
+                || matches!(e, TokenFileError::TooFewColumns { .. }),
             "{e}"
         );
         assert!(e.to_string().contains("f.csv"), "{e}");

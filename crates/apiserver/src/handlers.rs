@@ -5,9 +5,8 @@
 use std::collections::HashMap;
 
 use axum::{
-    Json,
+    Extension, Json,
     body::Body,
-    Extension,
     extract::{Path, Query, State},
     http::{HeaderMap, StatusCode},
     response::{IntoResponse, Response},

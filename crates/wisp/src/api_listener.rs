@@ -68,7 +68,8 @@ pub async fn serve(
                                 return;
                             }
                         };
-                    let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+                    let conn =
+                        builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
                     watcher.watch(conn).await
                 }
                 None => {

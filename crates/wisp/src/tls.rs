@@ -19,8 +19,8 @@ use std::{
 
 use anyhow::{Context, bail};
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose,
 };
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
 use time::{Duration, OffsetDateTime};
@@ -141,7 +141,10 @@ fn load_or_create_ca(dir: &Path) -> anyhow::Result<(String, KeyPair, bool)> {
             let key = KeyPair::generate().context("generating the CA key")?;
             let now = OffsetDateTime::now_utc();
             let mut params = CertificateParams::default();
-            params.distinguished_name = dn("wisp-ca");
+            // Named by its creation time (as k3s names its CAs): two wisp CAs never share
+            // a name, so a client trusting the wrong one is told "unknown issuer", not
+            // "bad signature".
+            params.distinguished_name = dn(&format!("wisp-ca@{}", now.unix_timestamp()));
             params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
             params.key_usages = vec![
                 KeyUsagePurpose::KeyCertSign,
@@ -299,12 +302,18 @@ mod tests {
 
         let again = load_or_create(dir.path(), &[]).unwrap();
         assert_eq!(again.made, None);
-        assert_eq!(std::fs::read(dir.path().join(SERVING_CERT)).unwrap(), serving);
+        assert_eq!(
+            std::fs::read(dir.path().join(SERVING_CERT)).unwrap(),
+            serving
+        );
 
         let more = load_or_create(dir.path(), &["wisp.example.com".into()]).unwrap();
         assert_eq!(more.made, Some("names changed"));
         assert_eq!(std::fs::read(dir.path().join(CA_CERT)).unwrap(), ca);
-        assert_ne!(std::fs::read(dir.path().join(SERVING_CERT)).unwrap(), serving);
+        assert_ne!(
+            std::fs::read(dir.path().join(SERVING_CERT)).unwrap(),
+            serving
+        );
 
         // Half a CA is refused rather than replaced.
         std::fs::remove_file(dir.path().join(CA_KEY)).unwrap();
@@ -315,6 +324,9 @@ mod tests {
     #[test]
     fn client_config_needs_a_certificate() {
         let err = client_config(b"not pem", Path::new("x.crt")).unwrap_err();
-        assert!(err.to_string().contains("holds no PEM certificate"), "{err}");
+        assert!(
+            err.to_string().contains("holds no PEM certificate"),
+            "{err}"
+        );
     }
 }

@@ -84,24 +84,22 @@ impl std::error::Error for ApiError {}
 
 /// Whether a transport error is rustls refusing the server's certificate.
 fn is_certificate_error(e: &reqwest::Error) -> bool {
-    let mut src: Option<&dyn std::error::Error> = Some(e);
-    while let Some(s) = src {
-        // io::Error hides its inner error from `source()`; look inside.
-        let inner = s
+    fn rustls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+        if let Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented) =
+            e.downcast_ref::<rustls::Error>()
+        {
+            return true;
+        }
+        // io::Error hides the error it wraps from `source()`; look inside.
+        if let Some(inner) = e
             .downcast_ref::<std::io::Error>()
             .and_then(|io| io.get_ref())
-            .map(|i| i as &dyn std::error::Error);
-        for candidate in [Some(s), inner].into_iter().flatten() {
-            if let Some(
-                rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented,
-            ) = candidate.downcast_ref::<rustls::Error>()
-            {
-                return true;
-            }
+        {
+            return rustls_refused(inner);
         }
-        src = s.source();
+        e.source().is_some_and(rustls_refused)
     }
-    false
+    rustls_refused(e)
 }
 
 /// The `reason` Kubernetes uses for an HTTP status code, for errors without a Status body.

@@ -150,7 +150,11 @@ pub fn merge(existing: Value, ours: &Value, switch: bool) -> Result<Value, Strin
         });
         items.extend(theirs.into_iter().cloned());
     }
-    if switch || map.get("current-context").is_none_or(|c| c.as_str() == Some("")) {
+    if switch
+        || map
+            .get("current-context")
+            .is_none_or(|c| c.as_str() == Some(""))
+    {
         // A file without a current context gets ours even without switching: there was
         // nothing to keep.
         map.insert("current-context".into(), ours["current-context"].clone());
@@ -232,13 +236,21 @@ mod tests {
             let got = merge(c.existing, &ours(), c.switch).unwrap();
             assert_eq!(names(&got, "clusters"), c.want_clusters, "{}", c.name);
             assert_eq!(names(&got, "users"), c.want_users, "{}", c.name);
-            assert_eq!(names(&got, "contexts").last().unwrap(), "wisp", "{}", c.name);
+            assert_eq!(
+                names(&got, "contexts").last().unwrap(),
+                "wisp",
+                "{}",
+                c.name
+            );
             assert_eq!(got["current-context"], c.want_current, "{}", c.name);
             assert_eq!(got["kind"], "Config", "{}", c.name);
         }
         // The replaced cluster is ours, and unrelated keys survive.
         let got = merge(other, &ours(), true).unwrap();
-        assert_eq!(got["clusters"][1]["cluster"]["server"], "https://127.0.0.1:7070");
+        assert_eq!(
+            got["clusters"][1]["cluster"]["server"],
+            "https://127.0.0.1:7070"
+        );
         assert_eq!(got["preferences"]["colors"], true);
     }
 
