@@ -42,6 +42,7 @@ impl Api {
         let mut auth = HeaderValue::from_str(&format!("Bearer {token}"))?;
         auth.set_sensitive(true);
         headers.insert(AUTHORIZATION, auth);
+        crate::install_crypto_provider();
         let client = Client::builder()
             .default_headers(headers.clone())
             .timeout(REQUEST_TIMEOUT)

@@ -73,3 +73,9 @@ pub fn machine() -> String {
         kernel.trim()
     )
 }
+
+/// ring as rustls's process-wide provider: the workspace's reqwest is built without one, and
+/// every client needs it, even for plain HTTP. Idempotent.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}

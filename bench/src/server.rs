@@ -100,8 +100,12 @@ impl Server {
             .tempdir()
             .context("creating a temporary data dir")?;
         let mut cmd = Command::new(&opts.wisp);
+        crate::install_crypto_provider();
         cmd.arg("serve")
             .args(["--api-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+            // The benchmarks measure wisp's work, not TLS's: the API speaks plain HTTP
+            // (allowed on loopback only).
+            .arg("--api-insecure-http")
             // Every listener on an ephemeral port, so benchmarks can run side by side.
             .args(["--local-addr", "127.0.0.1:0"])
             .arg("--data-dir")

@@ -199,6 +199,7 @@ fn get_object(server: &Server, plural: &str, name: &str) -> anyhow::Result<Value
         "{}/{name}",
         server.api().collection_url(SERVING, NAMESPACE, plural)
     );
+    wisp_bench::install_crypto_provider();
     let resp = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(10))
         .build()?

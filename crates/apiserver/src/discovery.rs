@@ -241,13 +241,16 @@ pub async fn version() -> Json<Value> {
     Json(version_info())
 }
 
-pub async fn api(headers: HeaderMap) -> Result<Response, ApiError> {
+pub async fn api(uri: axum::http::Uri, headers: HeaderMap) -> Result<Response, ApiError> {
     match negotiate::discovery_form(negotiate::accept(&headers))? {
         DiscoveryForm::Aggregated(v) => Ok(aggregated(v, aggregated_core(v))),
         DiscoveryForm::Legacy => {
-            let host = headers
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
+            // Go's `req.Host`, as kube-apiserver reads it: HTTP/2 (which kubectl speaks
+            // over TLS) carries the host as `:authority`, in the URI; HTTP/1.1 as `Host`.
+            let host = uri
+                .authority()
+                .map(|a| a.as_str())
+                .or_else(|| headers.get(header::HOST).and_then(|h| h.to_str().ok()))
                 .unwrap_or("127.0.0.1");
             Ok(Json(api_versions(host)).into_response())
         }

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use axum::{
-    Json,
+    Extension, Json,
     body::Body,
     extract::{Path, Query, State},
     http::{HeaderMap, StatusCode},
@@ -16,7 +16,7 @@ use wisp_api::kinds::{self, ResourceKind};
 use wisp_store::{LabelSelector, StoreError};
 
 use crate::{
-    ApiState, admission,
+    ApiState, admission, auth,
     body::{self, merge_patch},
     error::{ApiError, add_warnings},
     negotiate::{self, ObjectForm},
@@ -282,10 +282,12 @@ fn normalize(
 
 pub async fn create(
     State(st): State<ApiState>,
+    user: Option<Extension<auth::User>>,
     Path((g, v, ns, plural)): NsPath,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let st = st.acting_as(user.as_ref().map(|e| &e.0));
     let kind = resolve(&g, &v, &plural)?;
     // Decoded and admitted on the CPU pool, before the write joins a batch (which holds
     // the store): defaulting and validation need nothing stored. Only a generated name
@@ -426,10 +428,12 @@ fn random_suffix() -> String {
 
 pub async fn replace(
     State(st): State<ApiState>,
+    user: Option<Extension<auth::User>>,
     Path((g, v, ns, plural, name)): NamePath,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let st = st.acting_as(user.as_ref().map(|e| &e.0));
     let kind = resolve(&g, &v, &plural)?;
     let obj = decode_named(&st, &headers, body, kind, &ns, &name, Whole::Object).await?;
     write(st, move |st| {
@@ -440,10 +444,12 @@ pub async fn replace(
 
 pub async fn patch(
     State(st): State<ApiState>,
+    user: Option<Extension<auth::User>>,
     Path((g, v, ns, plural, name)): NamePath,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let st = st.acting_as(user.as_ref().map(|e| &e.0));
     let kind = resolve(&g, &v, &plural)?;
     let patch = patch_body(&st, &headers, body).await?;
     write(st, move |st| {

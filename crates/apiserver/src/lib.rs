@@ -10,6 +10,7 @@
 //! Start reading at [`router`].
 
 pub mod admission;
+pub mod auth;
 pub mod body;
 pub mod cpu;
 pub mod discovery;
@@ -44,10 +45,12 @@ pub struct ApiState {
     /// share a commit and its fsync. See [`Batcher`].
     pub writer: Batcher,
     pub config: Arc<Config>,
-    /// The bearer token clients must present; `None` disables auth (loopback only — the
-    /// caller enforces that).
-    pub token: Option<Arc<str>>,
-    /// The user name recorded in `serving.knative.dev/creator` for token holders.
+    /// Who may call (bearer tokens, [`auth`]); `None` disables authentication (every
+    /// request then acts as `user`).
+    pub auth: Option<Arc<auth::Authenticator>>,
+    /// The user name recorded in `serving.knative.dev/creator` / `lastModifier`: the
+    /// request's authenticated user once a write handler has called [`ApiState::acting_as`];
+    /// the server-wide value only stands for requests when authentication is off.
     pub user: Arc<str>,
     /// Where replicas run, for the `log` subresource (None: this server runs none).
     pub platform: Option<wisp_runtime::SharedPlatform>,
@@ -60,6 +63,17 @@ pub struct ApiState {
     pub inflight: inflight::InFlight,
     /// Bytes of request bodies buffered at once, across all requests.
     pub body_budget: inflight::BodyBudget,
+}
+
+impl ApiState {
+    /// This state for one request made by `user` (from the request's extensions, put there
+    /// by the authentication middleware).
+    pub fn acting_as(mut self, user: Option<&auth::User>) -> ApiState {
+        if let Some(u) = user {
+            self.user = u.name().into();
+        }
+        self
+    }
 }
 
 /// The whole API as an axum router.
@@ -113,21 +127,20 @@ pub fn router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-/// Bearer-token check; compared in constant time so the token cannot be guessed by timing.
-async fn authenticate(State(state): State<ApiState>, req: Request, next: Next) -> Response {
-    if let Some(token) = &state.token {
-        let presented = req
+/// Bearer-token authentication (see [`auth`]); the user goes into the request's
+/// extensions for the handlers. A request without a valid token gets kube-apiserver's 401
+/// Status.
+async fn authenticate(State(state): State<ApiState>, mut req: Request, next: Next) -> Response {
+    if let Some(auth) = &state.auth {
+        let header = req
             .headers()
             .get(axum::http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim);
-        let ok = presented.is_some_and(|p| {
-            use subtle::ConstantTimeEq;
-            p.len() == token.len() && bool::from(p.as_bytes().ct_eq(token.as_bytes()))
-        });
-        if !ok {
-            return ApiError::unauthorized().into_response();
+            .and_then(|v| v.to_str().ok());
+        match auth.authenticate(header) {
+            Some(user) => {
+                req.extensions_mut().insert(user);
+            }
+            None => return ApiError::unauthorized().into_response(),
         }
     }
     next.run(req).await

@@ -1,11 +1,13 @@
 //! The `wisp` binary: `wisp serve` runs Knative Serving in one process; the client commands
 //! (`apply`, `get`, `describe`, `delete`) talk to its REST API like kubectl does.
 
+mod api_listener;
 mod cli;
 mod dataplane;
 mod endpoint_sync;
 mod serve;
 mod stats_feed;
+mod tls;
 
 use std::process::ExitCode;
 
@@ -32,6 +34,9 @@ enum Command {
     Delete(cli::delete::DeleteArgs),
     /// Print the output of a service's or revision's replicas.
     Logs(cli::logs::LogsArgs),
+    /// Print a kubeconfig for this server (cluster, user and context `wisp`), or merge it
+    /// into $KUBECONFIG / ~/.kube/config with --merge.
+    Kubeconfig(cli::kubeconfig::KubeconfigArgs),
     /// Autoscaling tools: `wisp autoscale simulate` replays a load trace through the KPA.
     Autoscale(cli::autoscale::AutoscaleArgs),
     /// The local image store: load, ls, pull, tag, rm, prune, pack, save.
@@ -40,6 +45,7 @@ enum Command {
 
 fn main() -> ExitCode {
     init_logging();
+    tls::install_default_provider();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Serve(args) => serve::run(args).map(|()| true),
@@ -48,6 +54,7 @@ fn main() -> ExitCode {
         Command::Describe(args) => cli::describe::run(args),
         Command::Delete(args) => cli::delete::run(args),
         Command::Logs(args) => cli::logs::run(args),
+        Command::Kubeconfig(args) => cli::kubeconfig::run(args).map(|()| true),
         Command::Autoscale(args) => cli::autoscale::run(args),
         Command::Image(args) => cli::image::run(args),
     };

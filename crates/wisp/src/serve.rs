@@ -31,9 +31,23 @@ use wisp_store::Store;
 /// Flags of `wisp serve`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ServeArgs {
-    /// Address of the REST API (port 0 picks a free port; the chosen address is printed).
+    /// Address of the REST API, served over HTTPS (port 0 picks a free port; the chosen
+    /// address is printed).
     #[arg(long, default_value = "127.0.0.1:7070")]
     pub api_addr: SocketAddr,
+    /// Another name (DNS name or IP address) for the API's serving certificate, besides
+    /// localhost, 127.0.0.1 and ::1 (repeatable).
+    #[arg(long = "tls-san", value_name = "NAME|IP", value_parser = crate::tls::parse_san)]
+    pub tls_sans: Vec<String>,
+    /// Serve the API over plain HTTP instead of HTTPS; refused unless --api-addr is a
+    /// loopback address (bearer tokens would cross the network in clear text).
+    #[arg(long)]
+    pub api_insecure_http: bool,
+    /// More users: a file in kube-apiserver's --token-auth-file format (CSV lines
+    /// `token,user,uid,"group1,group2"`); each token authenticates as its user, whose name
+    /// is recorded as serving.knative.dev/creator and lastModifier.
+    #[arg(long, value_name = "FILE")]
+    pub token_auth_file: Option<PathBuf>,
     /// Address of the external HTTP ingress (serves external hosts only).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub http_addr: SocketAddr,
@@ -70,6 +84,9 @@ pub struct ServeArgs {
     pub max_mutating_requests_inflight: usize,
 }
 
+/// Where the API's URL is written on start (read by `wisp kubeconfig`).
+pub const API_URL_FILE: &str = "api-url";
+
 /// The user recorded as `serving.knative.dev/creator` for writes made with the token.
 const ADMIN_USER: &str = "wisp-admin";
 
@@ -81,13 +98,34 @@ const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
 
 /// Runs the server until SIGINT/SIGTERM.
 pub fn run(args: ServeArgs) -> anyhow::Result<()> {
-    // Config is checked before anything binds or writes, so a typo costs nothing.
+    // Flags, config and token file are checked before anything binds or writes, so a typo
+    // costs nothing.
+    check_insecure_http(&args)?;
     let config = load_config(args.config.as_deref())?;
+    let users = load_token_file(args.token_auth_file.as_deref())?;
 
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating data dir {}", args.data_dir.display()))?;
     let _lock = lock_data_dir(&args.data_dir)?;
     let token = load_or_create_token(&args.data_dir.join("token"))?;
+    let tls = if args.api_insecure_http {
+        None
+    } else {
+        let tls = crate::tls::load_or_create(&args.data_dir, &args.tls_sans)?;
+        if let Some(why) = tls.made {
+            tracing::info!(why, "made the API's serving certificate");
+        }
+        Some(tls.config)
+    };
+    let auth = wisp_apiserver::auth::Authenticator::new(
+        &token,
+        wisp_apiserver::auth::UserInfo {
+            name: ADMIN_USER.into(),
+            uid: String::new(),
+            groups: vec!["system:masters".into(), "system:authenticated".into()],
+        },
+        users,
+    );
     let db = args.data_dir.join("wisp.db");
     let store = Store::open(&db).with_context(|| format!("opening store {}", db.display()))?;
 
@@ -102,10 +140,17 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         .max_blocking_threads(BLOCKING_THREADS)
         .build()
         .context("starting the tokio runtime")?;
-    rt.block_on(serve(args, config, store, token))
+    rt.block_on(serve(args, config, store, token, auth, tls))
 }
 
-async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> anyhow::Result<()> {
+async fn serve(
+    args: ServeArgs,
+    config: Config,
+    store: Store,
+    token: String,
+    auth: wisp_apiserver::auth::Authenticator,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> anyhow::Result<()> {
     // Signal handlers go in before anything is announced: a SIGTERM that arrives right
     // after the "listening" line must take the graceful path, not the default (die).
     let shutdown = shutdown_signal()?;
@@ -217,13 +262,13 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         }));
     }
 
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let state = ApiState {
         writer: wisp_store::Batcher::start(store.clone(), "wisp-api-write")
             .context("starting the API's store writer")?,
         store: store.clone(),
         config,
-        token: Some(token.clone().into()),
+        auth: Some(Arc::new(auth)),
         user: ADMIN_USER.into(),
         platform: Some(shared),
         stopping: stop_rx.clone(),
@@ -239,21 +284,30 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         .await
         .with_context(|| format!("binding the API address {}", args.api_addr))?;
     let addr = listener.local_addr()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(%addr, data_dir = %args.data_dir.display(), "API listening");
-    // Tests and scripts read this line to find an ephemeral port.
-    eprintln!("wisp: API listening on http://{addr}");
+    // `wisp kubeconfig` reads the address from this file; written before the line below,
+    // which tests and scripts read to find an ephemeral port.
+    crate::tls::write_file(
+        &args.data_dir.join(API_URL_FILE),
+        format!("{scheme}://{addr}\n").as_bytes(),
+        0o644,
+    )?;
+    eprintln!("wisp: API listening on {scheme}://{addr}");
 
-    let server =
-        axum::serve(listener, wisp_apiserver::router(state)).with_graceful_shutdown(async move {
-            let _ = stop_rx.wait_for(|stop| *stop).await;
-        });
-    let server = tokio::spawn(async move { server.await });
+    let server = tokio::spawn(crate::api_listener::serve(
+        listener,
+        tls.map(tokio_rustls::TlsAcceptor::from),
+        wisp_apiserver::router(state),
+        stop_rx.clone(),
+    ));
 
     if !args.apply.is_empty() {
         let apply = crate::cli::apply::ApplyArgs {
             global: crate::cli::GlobalArgs {
-                server: format!("http://{addr}"),
+                server: format!("{scheme}://{addr}"),
                 token: Some(token),
+                certificate_authority: None,
                 data_dir: args.data_dir.clone(),
                 namespace: "default".into(),
             },
@@ -288,8 +342,7 @@ async fn serve(args: ServeArgs, config: Config, store: Store, token: String) -> 
         // Watches and log follows end on the stop signal; anything still open past the
         // grace period is cut.
         match tokio::time::timeout(SHUTDOWN_GRACE, server).await {
-            Ok(Ok(Ok(()))) => {}
-            Ok(Ok(Err(e))) => tracing::warn!(error = %e, "API server"),
+            Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "API server task"),
             Err(_) => tracing::warn!("open API connections cut after the shutdown grace period"),
         }
@@ -367,6 +420,33 @@ fn lock_data_dir(dir: &Path) -> anyhow::Result<std::fs::File> {
             Err(e).with_context(|| format!("locking {}", path.display()))
         }
     }
+}
+
+/// Plain HTTP carries the bearer token in clear text: only ever on loopback.
+fn check_insecure_http(args: &ServeArgs) -> anyhow::Result<()> {
+    if args.api_insecure_http && !args.api_addr.ip().is_loopback() {
+        bail!(
+            "refusing to serve the API over plain HTTP on the non-loopback address {}: bearer \
+             tokens would cross the network in clear text; drop --api-insecure-http (the API \
+             then serves HTTPS) or listen on a loopback address",
+            args.api_addr
+        );
+    }
+    Ok(())
+}
+
+/// Reads `--token-auth-file`; a bad file fails the start, naming the line.
+fn load_token_file(path: Option<&Path>) -> anyhow::Result<Vec<wisp_apiserver::auth::TokenEntry>> {
+    let Some(path) = path else {
+        return Ok(Vec::new());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading the token file {}", path.display()))?;
+    let file = wisp_apiserver::auth::parse_token_file(&path.display().to_string(), &text)?;
+    for w in &file.warnings {
+        tracing::warn!("{w}");
+    }
+    Ok(file.entries)
 }
 
 fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {

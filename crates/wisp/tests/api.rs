@@ -447,11 +447,8 @@ fn acknowledged_writes_survive_kill_9() {
     let mut s = Server::start();
     let (tx, rx) = std::sync::mpsc::channel::<(String, u64)>();
     let (url, auth) = (s.url(SVC), s.auth());
+    let http = s.http_timeout(Duration::from_secs(5));
     let writer = std::thread::spawn(move || {
-        let http = reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(5))
-            .build()
-            .unwrap();
         for i in 0.. {
             let name = format!("svc-{i}");
             match http

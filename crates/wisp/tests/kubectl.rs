@@ -1,16 +1,14 @@
 //! The real `kubectl` against a real `wisp serve`: discovery (`version`, `api-versions`,
 //! `api-resources`) and server-side printing (`get` with Knative's columns, `get all`).
 //!
-//! kubectl will not send a bearer token over plain HTTP, and the API has no TLS yet (issue
-//! 16's TLS slice), so kubectl talks to a test-only loopback proxy that adds the token; the
-//! server's authentication stays on. Skipped (with a note) when kubectl is not installed.
+//! kubectl talks HTTPS to the server with the kubeconfig `wisp kubeconfig` prints (the
+//! server's CA, its admin token). Skipped (with a note) when kubectl is not installed.
 #![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
 mod common;
 
 use std::{
-    io::{BufRead, BufReader, Write},
-    net::{Shutdown, TcpListener, TcpStream},
+    io::{BufRead, BufReader},
     path::Path,
     process::Command,
     time::Duration,
@@ -19,58 +17,16 @@ use std::{
 use common::{Server, wait_for};
 use serde_json::Value;
 
-/// Forwards each connection to `upstream`, adding the bearer token (and `Connection:
-/// close`, so every request arrives on a fresh connection and gets the header).
-fn token_proxy(upstream: String, token: String) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap().to_string();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(client) = conn else { continue };
-            let (upstream, token) = (upstream.clone(), token.clone());
-            std::thread::spawn(move || {
-                let _ = forward(client, &upstream, &token);
-            });
-        }
-    });
-    addr
-}
-
-fn forward(client: TcpStream, upstream: &str, token: &str) -> std::io::Result<()> {
-    let server = TcpStream::connect(upstream)?;
-    let mut from_client = BufReader::new(client.try_clone()?);
-    let mut request_line = String::new();
-    from_client.read_line(&mut request_line)?;
-    let mut to_server = server.try_clone()?;
-    write!(
-        to_server,
-        "{request_line}Authorization: Bearer {token}\r\nConnection: close\r\n"
-    )?;
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut from_client, &mut to_server);
-    });
-    let (mut from_server, mut to_client) = (server, client);
-    std::io::copy(&mut from_server, &mut to_client)?;
-    to_client.shutdown(Shutdown::Both)
-}
-
 struct Kubectl {
     kubeconfig: std::path::PathBuf,
     cache: std::path::PathBuf,
 }
 
 impl Kubectl {
-    fn new(dir: &Path, server: &str) -> Kubectl {
+    /// kubectl with the kubeconfig `wisp kubeconfig` prints for `s`.
+    fn new(dir: &Path, s: &Server) -> Kubectl {
         let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(
-            &kubeconfig,
-            format!(
-                "apiVersion: v1\nkind: Config\nclusters:\n- name: wisp\n  cluster:\n    server: http://{server}\n\
-                 contexts:\n- name: wisp\n  context: {{cluster: wisp, user: wisp, namespace: default}}\n\
-                 current-context: wisp\nusers:\n- name: wisp\n  user: {{}}\n"
-            ),
-        )
-        .unwrap();
+        std::fs::write(&kubeconfig, wisp_kubeconfig(s)).unwrap();
         Kubectl {
             kubeconfig,
             cache: dir.join("cache"),
@@ -101,6 +57,22 @@ impl Kubectl {
     }
 }
 
+/// `wisp kubeconfig` for the server's data dir.
+fn wisp_kubeconfig(s: &Server) -> String {
+    let out = Command::new(common::wisp_bin())
+        .arg("kubeconfig")
+        .arg("--data-dir")
+        .arg(s.data_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
 fn kubectl_installed() -> bool {
     Command::new("kubectl")
         .args(["version", "--client"])
@@ -123,9 +95,8 @@ fn kubectl_discovers_and_prints_knative_kinds() {
         return;
     }
     let s = Server::start();
-    let proxy = token_proxy(s.addr.clone(), s.token.clone());
     let dir = tempfile::tempdir().unwrap();
-    let k = Kubectl::new(dir.path(), &proxy);
+    let k = Kubectl::new(dir.path(), &s);
 
     let v: Value = serde_json::from_str(&k.ok(&["version", "-o", "json"])).unwrap();
     let git = v["serverVersion"]["gitVersion"].as_str().unwrap();
@@ -274,4 +245,61 @@ fn kubectl_discovers_and_prints_knative_kinds() {
         err.contains("the server doesn't have a resource type \"pods\""),
         "{err}"
     );
+}
+
+#[test]
+fn kubectl_over_tls_with_a_wrong_token_or_untrusted_ca_fails_and_a_restart_keeps_the_ca() {
+    if !kubectl_installed() {
+        eprintln!("kubectl not on PATH: skipping");
+        return;
+    }
+    let mut s = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let k = Kubectl::new(dir.path(), &s);
+    let (ok, _, err) = k.run(&["get", "ksvc"]);
+    assert!(ok, "{err}");
+
+    // A wrong token: kube-apiserver's 401, as kubectl prints it.
+    let (ok, _, err) = k.run(&["get", "ksvc", "--token", "wrong"]);
+    assert!(!ok);
+    assert!(
+        err.contains("error: You must be logged in to the server (Unauthorized)"),
+        "{err}"
+    );
+
+    // Another CA: kubectl refuses the server's certificate.
+    let other = tempfile::tempdir().unwrap();
+    let o = Server::start();
+    let mut mismatched: Value = serde_saphyr::from_str(&wisp_kubeconfig(&s)).unwrap();
+    let theirs: Value = serde_saphyr::from_str(&wisp_kubeconfig(&o)).unwrap();
+    let ca = "/clusters/0/cluster/certificate-authority-data";
+    assert_ne!(mismatched.pointer(ca), theirs.pointer(ca));
+    *mismatched.pointer_mut(ca).unwrap() = theirs.pointer(ca).unwrap().clone();
+    std::fs::write(
+        other.path().join("kubeconfig"),
+        serde_json::to_string(&mismatched).unwrap(),
+    )
+    .unwrap();
+    let bad = Kubectl {
+        kubeconfig: other.path().join("kubeconfig"),
+        cache: other.path().join("cache"),
+    };
+    let (ok, _, err) = bad.run(&["get", "ksvc"]);
+    assert!(!ok);
+    assert!(
+        err.contains("certificate signed by unknown authority"),
+        "{err}"
+    );
+
+    // After a restart the same kubeconfig still works: the CA (and the port, which the
+    // kubeconfig names) are the server's own, kept in its data dir.
+    let before = std::fs::read(s.ca_path()).unwrap();
+    let old_addr = s.addr.clone();
+    s.kill9_and_restart();
+    assert_eq!(std::fs::read(s.ca_path()).unwrap(), before);
+    // The test's servers listen on ephemeral ports: only the address is brought up to date.
+    let kubeconfig = std::fs::read_to_string(&k.kubeconfig).unwrap();
+    std::fs::write(&k.kubeconfig, kubeconfig.replace(&old_addr, &s.addr)).unwrap();
+    let (ok, _, err) = k.run(&["get", "ksvc"]);
+    assert!(ok, "{err}");
 }

@@ -82,6 +82,26 @@ impl fmt::Display for ApiError {
 
 impl std::error::Error for ApiError {}
 
+/// Whether a transport error is rustls refusing the server's certificate.
+fn is_certificate_error(e: &reqwest::Error) -> bool {
+    fn rustls_refused(e: &(dyn std::error::Error + 'static)) -> bool {
+        if let Some(rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented) =
+            e.downcast_ref::<rustls::Error>()
+        {
+            return true;
+        }
+        // io::Error hides the error it wraps from `source()`; look inside.
+        if let Some(inner) = e
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            return rustls_refused(inner);
+        }
+        e.source().is_some_and(rustls_refused)
+    }
+    rustls_refused(e)
+}
+
 /// The `reason` Kubernetes uses for an HTTP status code, for errors without a Status body.
 pub fn reason_for_code(code: u16) -> &'static str {
     match code {
@@ -222,26 +242,53 @@ pub fn parse_watch_line(line: &str) -> Result<WatchEvent, ApiError> {
 pub struct Client {
     base: Url,
     server: String,
+    /// The CA file trusted for an https server (for error messages).
+    ca: Option<std::path::PathBuf>,
     token: Option<String>,
     http: reqwest::blocking::Client,
 }
 
 impl Client {
-    pub fn new(server: &str, token: Option<String>) -> anyhow::Result<Client> {
+    /// A client of `server`; an `https` server must present a certificate signed by the CA
+    /// in the file `ca` (and only that CA is trusted).
+    pub fn new(
+        server: &str,
+        token: Option<String>,
+        ca: Option<&std::path::Path>,
+    ) -> anyhow::Result<Client> {
         let server = server.trim_end_matches('/').to_string();
         let base = Url::parse(&server)
             .map_err(|e| anyhow::anyhow!("invalid server URL {server:?}: {e}"))?;
         if !matches!(base.scheme(), "http" | "https") {
             anyhow::bail!("invalid server URL {server:?}: the scheme must be http or https");
         }
-        let http = reqwest::blocking::Client::builder()
+        crate::tls::install_default_provider();
+        let mut builder = reqwest::blocking::Client::builder()
             .connect_timeout(Duration::from_secs(5))
             .timeout(None::<Duration>)
-            .no_proxy()
-            .build()?;
+            .no_proxy();
+        let ca = if base.scheme() == "https" {
+            let path = ca.ok_or_else(|| {
+                anyhow::anyhow!("{server} is an https URL: a CA certificate to trust is needed")
+            })?;
+            let pem = std::fs::read(path).map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot read the API server's CA certificate {}: {e}; `wisp serve` writes \
+                     it to its data dir (point --data-dir or WISP_DATA_DIR there), or pass \
+                     --certificate-authority",
+                    path.display()
+                )
+            })?;
+            builder = builder.tls_backend_preconfigured(crate::tls::client_config(&pem, path)?);
+            Some(path.to_path_buf())
+        } else {
+            None
+        };
+        let http = builder.build()?;
         Ok(Client {
             base,
             server,
+            ca,
             token,
             http,
         })
@@ -298,7 +345,15 @@ impl Client {
             detail = s.to_string();
             src = s.source();
         }
-        if e.is_connect() {
+        if is_certificate_error(&e) {
+            ApiError::Other(anyhow::anyhow!(
+                "the API server's certificate at {} does not verify against the CA {}: {detail}",
+                self.server,
+                self.ca
+                    .as_deref()
+                    .map_or_else(|| "(none)".into(), |p| p.display().to_string()),
+            ))
+        } else if e.is_connect() {
             ApiError::Connect {
                 server: self.server.clone(),
                 detail,
@@ -431,7 +486,7 @@ mod tests {
 
     #[test]
     fn urls() {
-        let c = Client::new("http://127.0.0.1:7070/", None).unwrap();
+        let c = Client::new("http://127.0.0.1:7070/", None, None).unwrap();
         assert_eq!(
             c.url(&kinds::SERVICE, Some("default"), Some("hello"))
                 .as_str(),
@@ -441,13 +496,13 @@ mod tests {
             c.url(&kinds::POD_AUTOSCALER, None, None).as_str(),
             "http://127.0.0.1:7070/apis/autoscaling.internal.knative.dev/v1alpha1/podautoscalers"
         );
-        let c = Client::new("http://host:1/prefix", None).unwrap();
+        let c = Client::new("http://host:1/prefix", None, None).unwrap();
         assert_eq!(
             c.url(&kinds::ROUTE, Some("ns"), None).as_str(),
             "http://host:1/prefix/apis/serving.knative.dev/v1/namespaces/ns/routes"
         );
-        assert!(Client::new("not a url", None).is_err());
-        assert!(Client::new("ftp://x", None).is_err());
+        assert!(Client::new("not a url", None, None).is_err());
+        assert!(Client::new("ftp://x", None, None).is_err());
     }
 
     #[test]

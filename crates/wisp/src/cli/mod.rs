@@ -1,5 +1,5 @@
 //! The client commands (`apply`, `get`, `describe`, `delete`): kubectl-like, talking to the
-//! wisp REST API over HTTP.
+//! wisp REST API over HTTPS.
 //!
 //! Each command module holds its clap arguments, a `run` function that does the I/O, and the
 //! pure logic behind it (row building, apply bodies, owner chains) with table tests.
@@ -11,6 +11,7 @@ pub mod delete;
 pub mod describe;
 pub mod get;
 pub mod image;
+pub mod kubeconfig;
 pub mod logs;
 pub mod manifest;
 pub mod printers;
@@ -32,12 +33,16 @@ pub use client::{ApiError, Client};
 #[derive(Debug, Clone, clap::Args)]
 pub struct GlobalArgs {
     /// URL of the wisp API server.
-    #[arg(long, env = "WISP_SERVER", default_value = "http://127.0.0.1:7070")]
+    #[arg(long, env = "WISP_SERVER", default_value = "https://127.0.0.1:7070")]
     pub server: String,
+    /// CA certificate (PEM) that the https server's certificate must be signed by
+    /// (default: <data-dir>/ca.crt, written by `wisp serve`).
+    #[arg(long, env = "WISP_CERTIFICATE_AUTHORITY")]
+    pub certificate_authority: Option<PathBuf>,
     /// Bearer token (default: the contents of <data-dir>/token).
     #[arg(long, env = "WISP_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
-    /// Data directory of the server (only used to find its token file).
+    /// Data directory of the server (only used to find its token and CA files).
     #[arg(long, env = "WISP_DATA_DIR", default_value = ".wisp")]
     pub data_dir: PathBuf,
     /// Namespace to use.
@@ -63,7 +68,11 @@ impl GlobalArgs {
     }
 
     pub fn client(&self) -> anyhow::Result<Client> {
-        Client::new(&self.server, self.resolve_token())
+        let ca = self
+            .certificate_authority
+            .clone()
+            .unwrap_or_else(|| crate::tls::ca_path(&self.data_dir));
+        Client::new(&self.server, self.resolve_token(), Some(&ca))
     }
 }
 
@@ -269,6 +278,7 @@ mod tests {
         let mut g = GlobalArgs {
             server: "http://x".into(),
             token: None,
+            certificate_authority: None,
             data_dir: dir.path().to_path_buf(),
             namespace: "default".into(),
         };

@@ -14,7 +14,10 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 pub struct Server {
     child: Option<Child>,
+    /// The API's `host:port`, served over HTTPS (`scheme` says; `--api-insecure-http`
+    /// servers speak plain HTTP).
     pub addr: String,
+    pub scheme: &'static str,
     /// The external ingress (`host:port`).
     pub http_addr: String,
     /// The cluster-local ingress (`host:port`).
@@ -42,6 +45,7 @@ impl Server {
         let mut s = Server {
             child: None,
             addr: String::new(),
+            scheme: "https",
             http_addr: String::new(),
             local_addr: String::new(),
             data_dir,
@@ -54,6 +58,7 @@ impl Server {
     }
 
     fn spawn(&mut self) {
+        install_crypto_provider();
         let mut child = Command::new(wisp_bin())
             .arg("serve")
             .args(["--api-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
@@ -82,20 +87,22 @@ impl Server {
                 {
                     local = a.trim().to_string();
                 }
-                if let Some(addr) = line.strip_prefix("wisp: API listening on http://")
+                if let Some(url) = line.strip_prefix("wisp: API listening on ")
                     && let Some(tx) = tx.take()
                 {
-                    let _ = tx.send((addr.trim().to_string(), http.clone(), local.clone()));
+                    let _ = tx.send((url.trim().to_string(), http.clone(), local.clone()));
                 }
                 if std::env::var_os("WISP_TEST_LOG").is_some() {
                     eprintln!("[wisp] {line}");
                 }
             }
         });
-        let (addr, http, local) = rx
+        let (url, http, local) = rx
             .recv_timeout(START_TIMEOUT)
             .expect("wisp serve did not report its API address");
-        self.addr = addr;
+        let (scheme, addr) = url.split_once("://").expect("the API URL has a scheme");
+        self.scheme = if scheme == "https" { "https" } else { "http" };
+        self.addr = addr.to_string();
         self.http_addr = http;
         self.local_addr = local;
         self.token = std::fs::read_to_string(self.data_dir.join("token"))
@@ -106,19 +113,34 @@ impl Server {
     }
 
     pub fn url(&self, path: &str) -> String {
-        format!("http://{}{}", self.addr, path)
+        format!("{}://{}{}", self.scheme, self.addr, path)
     }
 
     pub fn server_url(&self) -> String {
-        format!("http://{}", self.addr)
+        format!("{}://{}", self.scheme, self.addr)
     }
 
-    /// An HTTP client with a request timeout, so no test can hang on the server.
+    /// The server's CA certificate file (`wisp serve` writes it on first start).
+    pub fn ca_path(&self) -> PathBuf {
+        self.data_dir.join("ca.crt")
+    }
+
+    /// An HTTP client trusting only the server's CA, with a request timeout, so no test
+    /// can hang on the server.
     pub fn http(&self) -> reqwest::blocking::Client {
-        reqwest::blocking::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .build()
-            .expect("client")
+        self.http_timeout(Duration::from_secs(30))
+    }
+
+    /// [`Server::http`] with another request timeout.
+    pub fn http_timeout(&self, timeout: Duration) -> reqwest::blocking::Client {
+        install_crypto_provider();
+        let mut b = reqwest::blocking::Client::builder().timeout(timeout);
+        if self.scheme == "https" {
+            let pem = std::fs::read(self.ca_path()).expect("the server's CA");
+            let ca = reqwest::Certificate::from_pem(&pem).expect("CA PEM");
+            b = b.tls_certs_only([ca]);
+        }
+        b.build().expect("client")
     }
 
     pub fn auth(&self) -> String {
@@ -161,6 +183,7 @@ impl Server {
         let mut c = Command::new(wisp_bin());
         c.env("WISP_SERVER", self.server_url())
             .env("WISP_TOKEN", &self.token)
+            .env("WISP_CERTIFICATE_AUTHORITY", self.ca_path())
             .env_remove("WISP_DATA_DIR");
         c
     }
@@ -176,6 +199,12 @@ impl Drop for Server {
         // them running after the test (they are their own process groups).
         self.terminate();
     }
+}
+
+/// ring as rustls's process-wide provider: reqwest is built without one (see the root
+/// Cargo.toml), and every client needs it, even for plain HTTP.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
 /// Path of a sample binary (`hello`, `autoscale`), built on demand so that
