@@ -1539,3 +1539,21 @@ fn a_batch_that_panics_leaves_nothing_and_the_store_works_on() {
         .unwrap();
     assert_eq!(store.current_revision(), 3);
 }
+
+#[test]
+fn namespaces_in_use_and_cluster_scoped_objects() {
+    let (_dir, store) = temp_store();
+    assert!(store.namespaces_in_use().unwrap().is_empty());
+    for (ns, name) in [("b", "x"), ("a", "y"), ("b", "z")] {
+        store
+            .create(SVC, json!({"metadata": {"namespace": ns, "name": name}}))
+            .unwrap();
+    }
+    // A cluster-scoped object has no namespace, and is filed under "".
+    let ns = store
+        .create("namespaces", json!({"metadata": {"name": "a"}}))
+        .unwrap();
+    assert!(ns["metadata"].get("namespace").is_none());
+    assert!(store.get("namespaces", "", "a").unwrap().is_some());
+    assert_eq!(store.namespaces_in_use().unwrap(), ["a", "b"]);
+}
