@@ -333,6 +333,12 @@ pub(crate) async fn create_in(
                 meta.remove(server_owned);
             }
             obj.as_object_mut().expect("object").remove("status");
+            // kube-apiserver runs NamespaceLifecycle before the validating webhooks Knative's
+            // kinds are checked by (a core kind's own validation comes first, in its
+            // strategy): a missing namespace is the answer even for an invalid Service.
+            if kind.namespaced && !kind.is_core() {
+                crate::namespaces::admit_create(&st.store, &ns, &resource(kind), &obj)?;
+            }
             let generate = obj["metadata"]["name"].as_str().unwrap_or("").is_empty()
                 && !obj["metadata"]["generateName"]
                     .as_str()
