@@ -121,6 +121,13 @@ fn namespaces_are_objects_and_guard_their_contents() {
     assert_eq!(table["rows"][1]["cells"][0], "demo");
     assert_eq!(table["rows"][1]["cells"][1], "Active");
 
+    // `wisp get` prints the same columns (kube's, with their own AGE).
+    let out = s.cli().args(["get", "ns"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let header: Vec<&str> = text.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(header, ["NAME", "STATUS", "AGE"], "{text}");
+    assert!(text.lines().nth(2).unwrap().starts_with("demo "), "{text}");
+
     // Discovery lists the core kinds.
     let v1 = s.get_json("/api/v1").unwrap();
     let names: Vec<&str> = v1["resources"]
