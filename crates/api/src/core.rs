@@ -467,17 +467,15 @@ pub fn validate_secret(secret: &Secret, old: Option<&Secret>) -> Vec<FieldErr> {
         }
         "kubernetes.io/dockercfg" => json_key(&mut errs, ".dockercfg"),
         "kubernetes.io/dockerconfigjson" => json_key(&mut errs, ".dockerconfigjson"),
-        "kubernetes.io/basic-auth" => {
-            // Either may be empty, but one must be present.
-            if secret.value("username").is_none() && secret.value("password").is_none() {
-                required(&mut errs, "username");
-                required(&mut errs, "password");
-            }
+        // Either may be empty, but one must be present.
+        "kubernetes.io/basic-auth"
+            if secret.value("username").is_none() && secret.value("password").is_none() =>
+        {
+            required(&mut errs, "username");
+            required(&mut errs, "password");
         }
-        "kubernetes.io/ssh-auth" => {
-            if secret.value("ssh-privatekey").is_none_or(<[u8]>::is_empty) {
-                required(&mut errs, "ssh-privatekey");
-            }
+        "kubernetes.io/ssh-auth" if secret.value("ssh-privatekey").is_none_or(<[u8]>::is_empty) => {
+            required(&mut errs, "ssh-privatekey");
         }
         "kubernetes.io/tls" => {
             for key in ["tls.crt", "tls.key"] {
