@@ -212,7 +212,11 @@ pub struct Namespace {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NamespaceSpec {
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "Vec::is_empty"
+    )]
     pub finalizers: Vec<String>,
 }
 
@@ -280,9 +284,17 @@ pub struct ConfigMap {
     pub metadata: ObjectMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub immutable: Option<bool>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub data: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub binary_data: BTreeMap<String, Bytes>,
 }
 
@@ -362,9 +374,17 @@ pub struct Secret {
     pub metadata: ObjectMeta,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub immutable: Option<bool>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub data: BTreeMap<String, Bytes>,
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "null_as_default",
+        skip_serializing_if = "BTreeMap::is_empty"
+    )]
     pub string_data: BTreeMap<String, String>,
     #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
     pub type_: String,
@@ -487,6 +507,15 @@ pub fn validate_secret(secret: &Secret, old: Option<&Secret>) -> Vec<FieldErr> {
         _ => {}
     }
     errs
+}
+
+/// `null` decodes as the empty value, as Go's JSON decoder leaves a nil map or slice.
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
 }
 
 /// Bytes that travel as standard, padded base64 in JSON (Go's `[]byte`).

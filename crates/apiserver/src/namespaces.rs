@@ -164,3 +164,72 @@ pub fn finalize(store: &Store, name: &str) -> Result<(), StoreError> {
         Err(e) => Err(e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_admission() {
+        let store = Store::open_in_memory().unwrap();
+        let cm = json!({"metadata": {"name": "cfg"}});
+        let err = admit_create(&store, "demo", "configmaps", &cm).unwrap_err();
+        assert_eq!(err.status.code, 404);
+        assert_eq!(err.status.message, "namespaces \"demo\" not found");
+
+        store.create(&ns_resource(), new_namespace("demo")).unwrap();
+        admit_create(&store, "demo", "configmaps", &cm).unwrap();
+
+        let mut ns = store.get(&ns_resource(), "", "demo").unwrap().unwrap();
+        ns["status"]["phase"] = PHASE_TERMINATING.into();
+        store.update_status(&ns_resource(), ns).unwrap();
+        let err = admit_create(&store, "demo", "configmaps", &cm).unwrap_err();
+        assert_eq!(err.status.code, 403);
+        assert_eq!(err.status.reason, "Forbidden");
+        assert_eq!(
+            err.status.message,
+            "configmaps \"cfg\" is forbidden: unable to create new content in namespace demo because it is being terminated"
+        );
+        assert_eq!(
+            err.status.details.as_ref().unwrap()["causes"][0]["reason"],
+            "NamespaceTerminating"
+        );
+    }
+
+    #[test]
+    fn bootstrap_adopts_and_finishes() {
+        let store = Store::open_in_memory().unwrap();
+        let svc = kinds::SERVICE.store_key();
+        // Objects in a namespace with no Namespace object (an older store).
+        store
+            .create(
+                &svc,
+                json!({"metadata": {"namespace": "legacy", "name": "a"}}),
+            )
+            .unwrap();
+        // A deletion an earlier run did not finish.
+        let mut gone = new_namespace("gone");
+        gone["status"]["phase"] = PHASE_TERMINATING.into();
+        store.create(&ns_resource(), gone).unwrap();
+        store
+            .create(
+                &svc,
+                json!({"metadata": {"namespace": "gone", "name": "b"}}),
+            )
+            .unwrap();
+
+        bootstrap(&store).unwrap();
+        let (all, _) = store.list(&ns_resource(), None, None).unwrap();
+        let names: Vec<&str> = all
+            .iter()
+            .map(|n| n["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["default", "legacy"]);
+        assert_eq!(all[1]["status"]["phase"], "Active");
+        assert_eq!(all[1]["spec"]["finalizers"], json!(["kubernetes"]));
+        assert!(store.get(&svc, "gone", "b").unwrap().is_none());
+        assert!(store.get(&svc, "legacy", "a").unwrap().is_some());
+        // Idempotent.
+        bootstrap(&store).unwrap();
+    }
+}

@@ -255,3 +255,13 @@ fn aggregates_as_kube_does() {
     );
     assert_eq!(two.body(), "Invalid value: \"x\": field is immutable");
 }
+
+#[test]
+fn null_maps_are_empty() {
+    let s: Secret = serde_json::from_value(json!({"data": null, "stringData": null})).unwrap();
+    assert!(s.data.is_empty() && s.string_data.is_empty());
+    let c: ConfigMap = serde_json::from_value(json!({"data": null, "binaryData": null})).unwrap();
+    assert!(c.data.is_empty() && c.binary_data.is_empty());
+    let n: Namespace = serde_json::from_value(json!({"spec": {"finalizers": null}})).unwrap();
+    assert!(n.spec.finalizers.is_empty());
+}
