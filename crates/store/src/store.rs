@@ -424,7 +424,8 @@ impl Store {
 
     /// Creates an object.
     ///
-    /// `metadata.namespace` must be present (the API server defaults it; `""` = cluster-scoped).
+    /// `metadata.namespace` is a string (the API server defaults it); absent or `""` means
+    /// cluster-scoped.
     /// `metadata.name`, or failing that `metadata.generateName` (+ 5 random characters), names
     /// it. The server sets `uid`, `resourceVersion`, `generation: 1` and `creationTimestamp`,
     /// and drops a client-sent `deletionTimestamp`. `status` is stored as given.

@@ -139,7 +139,11 @@ fn create_rejects_bad_input() {
     let (_dir, store) = temp_store();
     let cases = [
         ("not an object", json!("x")),
-        ("no namespace", json!({"metadata": {"name": "a"}})),
+        // (No namespace at all is a cluster-scoped object: see namespaces_in_use_….)
+        (
+            "namespace not a string",
+            json!({"metadata": {"name": "a", "namespace": 5}}),
+        ),
         ("no name", json!({"metadata": {"namespace": "default"}})),
         (
             "empty name",
