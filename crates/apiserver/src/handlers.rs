@@ -34,7 +34,8 @@ const CAS_RETRIES: usize = 5;
 
 fn resolve(group: &str, version: &str, plural: &str) -> Result<&'static ResourceKind, ApiError> {
     kinds::by_plural(group, plural)
-        .filter(|k| k.version == version)
+        // The core kinds live under /api/v1 only (core_routes.rs).
+        .filter(|k| k.version == version && !k.is_core())
         .ok_or_else(ApiError::path_not_found)
 }
 
