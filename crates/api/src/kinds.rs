@@ -20,8 +20,12 @@ pub struct ResourceKind {
     pub namespaced: bool,
     /// `all`, `knative`, `serving`: the CRD's `names.categories` (`kubectl get all`).
     pub categories: &'static [&'static str],
-    /// The CRD's `additionalPrinterColumns` (`kubectl get` columns after `NAME`).
+    /// The CRD's `additionalPrinterColumns` (`kubectl get` columns after `NAME`); for the
+    /// core kinds, the columns of kube's printers (`pkg/printers/internalversion/printers.go`).
     pub printer_columns: &'static [PrinterColumn],
+    /// Whether the kind has a `status` subresource (every Knative kind and Namespace do;
+    /// Secret and ConfigMap have no status).
+    pub status_subresource: bool,
 }
 
 /// One `additionalPrinterColumns` entry of a CRD
@@ -37,6 +41,18 @@ pub struct PrinterColumn {
     pub priority: i32,
     /// A kubectl JSONPath without the surrounding braces.
     pub json_path: &'static str,
+    /// A cell kube's printers compute instead of reading one path (core kinds only).
+    pub computed: Option<Computed>,
+}
+
+/// Cells of kube's core printers that no single JSONPath yields.
+#[derive(Debug, PartialEq, Eq, Clone, Copy)]
+pub enum Computed {
+    /// The number of keys in these top-level maps together (`DATA` of ConfigMaps:
+    /// `len(data)+len(binaryData)`; of Secrets: `len(data)`).
+    KeyCount(&'static [&'static str]),
+    /// `metadata.creationTimestamp` as an age (`translateTimestampSince`), in a string column.
+    Age,
 }
 
 impl PrinterColumn {
@@ -48,6 +64,7 @@ impl PrinterColumn {
             description: "",
             priority: 0,
             json_path,
+            computed: None,
         }
     }
 
@@ -75,20 +92,48 @@ const URL: PrinterColumn = PrinterColumn::string("URL", ".status.url");
 const SERVING_CATEGORIES: &[&str] = &["all", "knative", "serving"];
 
 impl ResourceKind {
-    /// `group/version`.
+    /// `group/version`; just `v1` for the core group.
     pub fn api_version(&self) -> String {
-        format!("{}/{}", self.group, self.version)
+        if self.is_core() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
     }
 
-    /// `service.serving.knative.dev`, as kubectl prints it.
+    /// The core (legacy, `""`) group, served under `/api/v1` rather than `/apis/...`.
+    pub fn is_core(&self) -> bool {
+        self.group.is_empty()
+    }
+
+    /// `/apis/{group}/{version}`, or `/api/v1` for the core group: where the kind's paths
+    /// start.
+    pub fn api_prefix(&self) -> String {
+        if self.is_core() {
+            format!("/api/{}", self.version)
+        } else {
+            format!("/apis/{}/{}", self.group, self.version)
+        }
+    }
+
+    /// `service.serving.knative.dev` (`configmap` for a core kind), as kubectl prints it.
     pub fn qualified(&self) -> String {
-        format!("{}.{}", self.singular, self.group)
+        if self.is_core() {
+            self.singular.to_string()
+        } else {
+            format!("{}.{}", self.singular, self.group)
+        }
     }
 
-    /// `services.serving.knative.dev`: the group-qualified plural, the resource string the
-    /// store files objects under and Kubernetes names a kind by in its error messages.
+    /// `services.serving.knative.dev` (`configmaps` for a core kind): the group-qualified
+    /// plural, the resource string the store files objects under and Kubernetes names a kind
+    /// by in its error messages.
     pub fn store_key(&self) -> String {
-        format!("{}.{}", self.plural, self.group)
+        if self.is_core() {
+            self.plural.to_string()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
     }
 }
 
@@ -102,6 +147,7 @@ pub const SERVICE: ResourceKind = ResourceKind {
     namespaced: true,
     categories: SERVING_CATEGORIES,
     printer_columns: &[URL, LATEST_CREATED, LATEST_READY, READY, REASON],
+    status_subresource: true,
 };
 pub const CONFIGURATION: ResourceKind = ResourceKind {
     kind: "Configuration",
@@ -113,6 +159,7 @@ pub const CONFIGURATION: ResourceKind = ResourceKind {
     namespaced: true,
     categories: SERVING_CATEGORIES,
     printer_columns: &[LATEST_CREATED, LATEST_READY, READY, REASON],
+    status_subresource: true,
 };
 pub const REVISION: ResourceKind = ResourceKind {
     kind: "Revision",
@@ -138,6 +185,7 @@ pub const REVISION: ResourceKind = ResourceKind {
         PrinterColumn::integer("Actual Replicas", ".status.actualReplicas"),
         PrinterColumn::integer("Desired Replicas", ".status.desiredReplicas"),
     ],
+    status_subresource: true,
 };
 pub const ROUTE: ResourceKind = ResourceKind {
     kind: "Route",
@@ -149,6 +197,7 @@ pub const ROUTE: ResourceKind = ResourceKind {
     namespaced: true,
     categories: SERVING_CATEGORIES,
     printer_columns: &[URL, READY, REASON],
+    status_subresource: true,
 };
 pub const POD_AUTOSCALER: ResourceKind = ResourceKind {
     kind: "PodAutoscaler",
@@ -165,21 +214,108 @@ pub const POD_AUTOSCALER: ResourceKind = ResourceKind {
         READY,
         REASON,
     ],
+    status_subresource: true,
 };
 
-/// Every kind, in the order `wisp get all` would print them.
+// The core kinds: names and short names as kube-apiserver's discovery lists them
+// (`pkg/registry/core/{namespace,secret,configmap}/storage/storage.go`), columns as kube's
+// printers print them (`pkg/printers/internalversion/printers.go`). None is in a category:
+// `kubectl get all` does not list them.
+
+/// kube's `Age` column of the core printers: a string cell with the object's age.
+const CORE_AGE: PrinterColumn = PrinterColumn {
+    name: "Age",
+    type_: "string",
+    format: "",
+    description: "CreationTimestamp is a timestamp representing the server time when this object was created.",
+    priority: 0,
+    json_path: ".metadata.creationTimestamp",
+    computed: Some(Computed::Age),
+};
+
+pub const NAMESPACE: ResourceKind = ResourceKind {
+    kind: "Namespace",
+    plural: "namespaces",
+    singular: "namespace",
+    short_names: &["ns"],
+    group: "",
+    version: "v1",
+    namespaced: false,
+    categories: &[],
+    printer_columns: &[
+        PrinterColumn {
+            description: "The status of the namespace",
+            ..PrinterColumn::string("Status", ".status.phase")
+        },
+        CORE_AGE,
+    ],
+    status_subresource: true,
+};
+pub const SECRET: ResourceKind = ResourceKind {
+    kind: "Secret",
+    plural: "secrets",
+    singular: "secret",
+    short_names: &[],
+    group: "",
+    version: "v1",
+    namespaced: true,
+    categories: &[],
+    printer_columns: &[
+        PrinterColumn {
+            description: "Used to facilitate programmatic handling of secret data.",
+            ..PrinterColumn::string("Type", ".type")
+        },
+        PrinterColumn {
+            description: "Data contains the secret data.",
+            computed: Some(Computed::KeyCount(&["data"])),
+            ..PrinterColumn::string("Data", ".data")
+        },
+        CORE_AGE,
+    ],
+    status_subresource: false,
+};
+pub const CONFIG_MAP: ResourceKind = ResourceKind {
+    kind: "ConfigMap",
+    plural: "configmaps",
+    singular: "configmap",
+    short_names: &["cm"],
+    group: "",
+    version: "v1",
+    namespaced: true,
+    categories: &[],
+    printer_columns: &[
+        PrinterColumn {
+            description: "Data contains the configuration data.",
+            computed: Some(Computed::KeyCount(&["data", "binaryData"])),
+            ..PrinterColumn::string("Data", ".data")
+        },
+        CORE_AGE,
+    ],
+    status_subresource: false,
+};
+
+/// The Knative kinds, in the order `wisp get all` prints them.
 pub const ALL: [&ResourceKind; 5] = [&SERVICE, &CONFIGURATION, &REVISION, &ROUTE, &POD_AUTOSCALER];
+
+/// The core (`/api/v1`) kinds wisp serves.
+pub const CORE: [&ResourceKind; 3] = [&NAMESPACE, &SECRET, &CONFIG_MAP];
+
+/// Every served kind: the core kinds, then the Knative ones.
+pub fn served() -> impl Iterator<Item = &'static ResourceKind> {
+    CORE.into_iter().chain(ALL)
+}
 
 /// Finds a kind by any name a user may type: plural, singular, short name, Kind, or the
 /// group-qualified forms (`services.serving.knative.dev`), case-insensitively.
 pub fn lookup(name: &str) -> Option<&'static ResourceKind> {
     let lower = name.to_ascii_lowercase();
-    ALL.into_iter().find(|k| {
+    served().find(|k| {
         let (base, group) = match lower.split_once('.') {
             Some((b, g)) => (b, Some(g)),
             None => (lower.as_str(), None),
         };
-        if group.is_some_and(|g| g != k.group) {
+        // A core kind has no group to qualify it with (`configmaps.` is no name).
+        if group.is_some_and(|g| g != k.group || k.is_core()) {
             return false;
         }
         base == k.plural
@@ -191,8 +327,7 @@ pub fn lookup(name: &str) -> Option<&'static ResourceKind> {
 
 /// Finds a kind by its URL plural and API group.
 pub fn by_plural(group: &str, plural: &str) -> Option<&'static ResourceKind> {
-    ALL.into_iter()
-        .find(|k| k.group == group && k.plural == plural)
+    served().find(|k| k.group == group && k.plural == plural)
 }
 
 #[cfg(test)]
@@ -226,7 +361,34 @@ mod tests {
         for (name, kind) in cases {
             assert_eq!(lookup(name).map(|k| k.kind), Some(kind), "{name}");
         }
+        for (name, kind) in [
+            ("ns", "Namespace"),
+            ("namespaces", "Namespace"),
+            ("cm", "ConfigMap"),
+            ("configmap", "ConfigMap"),
+            ("secrets", "Secret"),
+            ("Secret", "Secret"),
+        ] {
+            assert_eq!(lookup(name).map(|k| k.kind), Some(kind), "{name}");
+        }
+        assert!(lookup("configmaps.serving.knative.dev").is_none());
+        assert_eq!(by_plural("", "secrets").map(|k| k.kind), Some("Secret"));
         assert!(lookup("pods").is_none());
         assert!(lookup("services.apps").is_none());
+    }
+}
+
+#[cfg(test)]
+mod core_tests {
+    use super::*;
+
+    #[test]
+    fn core_kinds_are_spelled_as_kube_spells_them() {
+        assert_eq!(CONFIG_MAP.api_version(), "v1");
+        assert_eq!(CONFIG_MAP.store_key(), "configmaps");
+        assert_eq!(CONFIG_MAP.api_prefix(), "/api/v1");
+        assert_eq!(NAMESPACE.qualified(), "namespace");
+        assert_eq!(SERVICE.api_prefix(), "/apis/serving.knative.dev/v1");
+        assert_eq!(SERVICE.store_key(), "services.serving.knative.dev");
     }
 }

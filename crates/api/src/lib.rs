@@ -11,6 +11,7 @@ pub mod age;
 pub mod annotations;
 pub mod autoscaling;
 pub mod config;
+pub mod core;
 pub mod defaults;
 pub mod duration;
 pub mod field_error;

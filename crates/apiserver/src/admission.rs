@@ -9,7 +9,7 @@ use serde_json::Value;
 use wisp_api::{
     FieldError,
     config::Config,
-    defaults,
+    core, defaults,
     field_error::Level,
     kinds::ResourceKind,
     serving::{Object, Service},
@@ -75,6 +75,17 @@ pub fn admit(
             |o| defaults::default_revision(o, cfg, old.is_none()),
             |n, o| validation::validate_revision(n, o, cfg),
         ),
+        "Namespace" => core_typed::<core::Namespace>(kind, new, old, |n, o| {
+            core::prepare_namespace(n, o);
+            core::validate_namespace(n)
+        }),
+        "Secret" => core_typed::<core::Secret>(kind, new, old, |n, o| {
+            core::prepare_secret(n);
+            core::validate_secret(n, o)
+        }),
+        "ConfigMap" => {
+            core_typed::<core::ConfigMap>(kind, new, old, |n, o| core::validate_config_map(n, o))
+        }
         // Internal kinds (PodAutoscaler) are written by wisp itself: check the shape only.
         _ => {
             decode::<Object<Value, Value>>(kind, &new)?;
@@ -102,6 +113,32 @@ pub fn decode<T: DeserializeOwned>(kind: &ResourceKind, value: &Value) -> Result
             kind = kind.kind,
             version = kind.version,
         ))
+    })
+}
+
+/// Admission of a core kind, as kube-apiserver's registry strategies do it: decode, prepare
+/// (defaults, write-only fields), validate; 422 with kube's causes on failure.
+fn core_typed<T>(
+    kind: &ResourceKind,
+    new: Value,
+    old: Option<&Value>,
+    check: impl FnOnce(&mut T, Option<&T>) -> Vec<core::FieldErr>,
+) -> Result<Admitted, ApiError>
+where
+    T: Serialize + DeserializeOwned,
+{
+    let mut obj: T = decode(kind, &new)?;
+    let old_obj: Option<T> = old.map(|o| decode(kind, o)).transpose()?;
+    let errors = check(&mut obj, old_obj.as_ref());
+    if !errors.is_empty() {
+        let name = new["metadata"]["name"].as_str().unwrap_or("");
+        return Err(ApiError::invalid_core(kind.kind, name, &errors));
+    }
+    let object = serde_json::to_value(&obj)
+        .map_err(|e| ApiError::internal(format!("encoding admitted object: {e}")))?;
+    Ok(Admitted {
+        object,
+        warnings: Vec::new(),
     })
 }
 

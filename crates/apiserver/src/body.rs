@@ -101,6 +101,7 @@ pub fn parse_as(content_type: &str, bytes: &[u8]) -> Result<Value, ApiError> {
         | "application/x-yaml"
         | "text/yaml"
         | "application/apply-patch+yaml" => parse_yaml(bytes)?,
+        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(bytes)?,
         other => return Err(ApiError::unsupported_media_type(other)),
     };
     if !value.is_object() {

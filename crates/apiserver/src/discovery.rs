@@ -114,8 +114,18 @@ pub fn api_group_list() -> Value {
 
 /// `APIResourceList` of a group version: each kind and its `status` subresource.
 pub fn api_resource_list(group: &str, version: &str) -> Value {
+    json!({
+        "kind": "APIResourceList",
+        "apiVersion": "v1",
+        "groupVersion": format!("{group}/{version}"),
+        "resources": resource_entries(kinds_of(group, version)),
+    })
+}
+
+/// The `APIResource` entries of `kinds`, each followed by its `status` subresource.
+fn resource_entries(kinds: impl Iterator<Item = &'static ResourceKind>) -> Vec<Value> {
     let mut resources = Vec::new();
-    for k in kinds_of(group, version) {
+    for k in kinds {
         resources.push(json!({
             "name": k.plural,
             "singularName": k.singular,
@@ -125,25 +135,26 @@ pub fn api_resource_list(group: &str, version: &str) -> Value {
             "shortNames": k.short_names,
             "categories": k.categories,
         }));
-        resources.push(json!({
-            "name": format!("{}/status", k.plural),
-            "singularName": "",
-            "namespaced": k.namespaced,
-            "kind": k.kind,
-            "verbs": STATUS_VERBS,
-        }));
+        if k.status_subresource {
+            resources.push(json!({
+                "name": format!("{}/status", k.plural),
+                "singularName": "",
+                "namespaced": k.namespaced,
+                "kind": k.kind,
+                "verbs": STATUS_VERBS,
+            }));
+        }
     }
-    json!({
-        "kind": "APIResourceList",
-        "apiVersion": "v1",
-        "groupVersion": format!("{group}/{version}"),
-        "resources": resources,
-    })
+    resources
 }
 
-/// `APIResourceList` of the core group (`/api/v1`): no core kinds are served yet.
+/// `APIResourceList` of the core group (`/api/v1`): Namespaces, Secrets, ConfigMaps.
 pub fn core_resource_list() -> Value {
-    json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": []})
+    json!({
+        "kind": "APIResourceList",
+        "groupVersion": "v1",
+        "resources": resource_entries(kinds::CORE.into_iter()),
+    })
 }
 
 /// `APIVersions` (`/api`); `server` is the address the client reached.
@@ -180,11 +191,15 @@ fn resource_discovery(k: &ResourceKind) -> Value {
         "verbs": VERBS,
         "shortNames": k.short_names,
         "categories": k.categories,
-        "subresources": [{
-            "subresource": "status",
-            "responseKind": gvk(k.group, k.version, k.kind),
-            "verbs": STATUS_VERBS,
-        }],
+        "subresources": if k.status_subresource {
+            json!([{
+                "subresource": "status",
+                "responseKind": gvk(k.group, k.version, k.kind),
+                "verbs": STATUS_VERBS,
+            }])
+        } else {
+            json!([])
+        },
     })
 }
 
@@ -218,13 +233,14 @@ pub fn aggregated_apis(api_version: &str) -> Value {
     discovery_list(api_version, items)
 }
 
-/// Aggregated discovery of `/api`: the core group, `v1`, with no resources yet.
+/// Aggregated discovery of `/api`: the core group, `v1`, and its kinds.
 pub fn aggregated_core(api_version: &str) -> Value {
+    let resources: Vec<Value> = kinds::CORE.into_iter().map(resource_discovery).collect();
     discovery_list(
         api_version,
         vec![group_discovery(
             "",
-            vec![json!({"version": "v1", "freshness": "Current"})],
+            vec![json!({"version": "v1", "resources": resources, "freshness": "Current"})],
         )],
     )
 }
@@ -423,6 +439,29 @@ mod tests {
             a["serverAddressByClientCIDRs"][0]["serverAddress"],
             "127.0.0.1:6443"
         );
-        assert_eq!(core_resource_list()["groupVersion"], "v1");
+        let core = core_resource_list();
+        assert_eq!(core["groupVersion"], "v1");
+        let names: Vec<&str> = core["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            ["namespaces", "namespaces/status", "secrets", "configmaps"]
+        );
+        assert_eq!(core["resources"][0]["namespaced"], false);
+        assert_eq!(core["resources"][0]["shortNames"], json!(["ns"]));
+        assert_eq!(core["resources"][3]["shortNames"], json!(["cm"]));
+        let agg = aggregated_core("v2");
+        let res = &agg["items"][0]["versions"][0]["resources"];
+        assert_eq!(res[0]["scope"], "Cluster");
+        assert_eq!(
+            res[0]["responseKind"],
+            json!({"group": "", "version": "v1", "kind": "Namespace"})
+        );
+        assert_eq!(res[2]["resource"], "configmaps");
+        assert_eq!(res[2]["subresources"], json!([]));
     }
 }

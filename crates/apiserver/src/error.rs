@@ -81,6 +81,44 @@ impl ApiError {
         )
     }
 
+    /// kube-apiserver's `NewInvalid` for a core kind: `ConfigMap "cfg" is invalid: …`, with
+    /// a cause per field error (`k8s.io/apimachinery/pkg/api/errors/errors.go`).
+    pub fn invalid_core(kind: &str, name: &str, errors: &[wisp_api::core::FieldErr]) -> Self {
+        let mut err = Self::new(
+            422,
+            "Invalid",
+            format!(
+                "{kind} {name:?} is invalid: {}",
+                wisp_api::core::aggregate(errors)
+            ),
+        );
+        let causes: Vec<serde_json::Value> = errors
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "reason": e.type_.cause(),
+                    "message": e.body(),
+                    "field": e.field,
+                })
+            })
+            .collect();
+        err.status.details = Some(serde_json::json!({
+            "name": name, "kind": kind, "causes": causes,
+        }));
+        err
+    }
+
+    /// kube-apiserver's `NewForbidden`: `namespaces "default" is forbidden: …`.
+    pub fn forbidden(resource: &str, name: &str, why: &str) -> Self {
+        let mut err = Self::new(
+            403,
+            "Forbidden",
+            format!("{resource} {name:?} is forbidden: {why}"),
+        );
+        err.status.details = Some(serde_json::json!({"name": name, "kind": resource}));
+        err
+    }
+
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
     }

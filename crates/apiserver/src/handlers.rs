@@ -34,7 +34,8 @@ const CAS_RETRIES: usize = 5;
 
 fn resolve(group: &str, version: &str, plural: &str) -> Result<&'static ResourceKind, ApiError> {
     kinds::by_plural(group, plural)
-        .filter(|k| k.version == version)
+        // The core kinds live under /api/v1 only (core_routes.rs).
+        .filter(|k| k.version == version && !k.is_core())
         .ok_or_else(ApiError::path_not_found)
 }
 
@@ -52,7 +53,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// Runs a unit of writes on the API's batching thread; answered once it is committed.
-async fn write<T: Send + 'static>(
+pub(crate) async fn write<T: Send + 'static>(
     st: ApiState,
     f: impl FnOnce(&ApiState) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
@@ -63,7 +64,7 @@ async fn write<T: Send + 'static>(
         .map_err(|e| ApiError::internal(e.to_string()))?
 }
 
-fn ok(code: StatusCode, object: Value, warnings: &[String]) -> Response {
+pub(crate) fn ok(code: StatusCode, object: Value, warnings: &[String]) -> Response {
     let mut resp = (code, Json(object)).into_response();
     add_warnings(&mut resp, warnings);
     resp
@@ -100,6 +101,18 @@ pub async fn get(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
+    get_in(st, kind, ns, name, q, headers).await
+}
+
+/// [`get`] of a resolved kind (`ns` is "" for a cluster-scoped one).
+pub(crate) async fn get_in(
+    st: ApiState,
+    kind: &'static ResourceKind,
+    ns: String,
+    name: String,
+    q: HashMap<String, String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
     let form = read_form(&headers, &q)?;
     let res = resource(kind);
     let obj = blocking(move || {
@@ -152,7 +165,7 @@ pub async fn list_all(
     list_or_watch(st, kind, None, q, &headers).await
 }
 
-async fn list_or_watch(
+pub(crate) async fn list_or_watch(
     st: ApiState,
     kind: &'static ResourceKind,
     ns: Option<String>,
@@ -254,6 +267,10 @@ fn normalize(
         return Err(ApiError::bad_request("metadata must be an object"));
     };
     match meta.get("namespace").and_then(Value::as_str) {
+        // A cluster-scoped object has no namespace (kube's BeforeCreate clears it).
+        _ if !kind.namespaced => {
+            meta.remove("namespace");
+        }
         None | Some("") => {
             meta.insert("namespace".into(), ns.into());
         }
@@ -289,6 +306,18 @@ pub async fn create(
 ) -> Result<Response, ApiError> {
     let st = st.acting_as(user.as_ref().map(|e| &e.0));
     let kind = resolve(&g, &v, &plural)?;
+    create_in(st, kind, ns, headers, body).await
+}
+
+/// [`create`] of a resolved kind (`ns` is "" for a cluster-scoped one).
+pub(crate) async fn create_in(
+    st: ApiState,
+    kind: &'static ResourceKind,
+    ns: String,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let lifecycle_ns = ns.clone();
     // Decoded and admitted on the CPU pool, before the write joins a batch (which holds
     // the store): defaulting and validation need nothing stored. Only a generated name
     // that is taken admits again, in the batch.
@@ -307,6 +336,12 @@ pub async fn create(
                 meta.remove(server_owned);
             }
             obj.as_object_mut().expect("object").remove("status");
+            // kube-apiserver runs NamespaceLifecycle before the validating webhooks Knative's
+            // kinds are checked by (a core kind's own validation comes first, in its
+            // strategy): a missing namespace is the answer even for an invalid Service.
+            if kind.namespaced && !kind.is_core() {
+                crate::namespaces::admit_create(&st.store, &ns, &resource(kind), &obj)?;
+            }
             let generate = obj["metadata"]["name"].as_str().unwrap_or("").is_empty()
                 && !obj["metadata"]["generateName"]
                     .as_str()
@@ -320,6 +355,10 @@ pub async fn create(
     let mut first = Some(first);
     write(st, move |st| {
         let res = resource(kind);
+        // In the write batch, so that a namespace's deletion and a create in it are ordered.
+        if kind.namespaced {
+            crate::namespaces::admit_create(&st.store, &lifecycle_ns, &res, &obj)?;
+        }
         cas_retries(
             || {
                 let admitted = match first.take() {
@@ -435,6 +474,17 @@ pub async fn replace(
 ) -> Result<Response, ApiError> {
     let st = st.acting_as(user.as_ref().map(|e| &e.0));
     let kind = resolve(&g, &v, &plural)?;
+    replace_in(st, kind, ns, name, headers, body).await
+}
+
+pub(crate) async fn replace_in(
+    st: ApiState,
+    kind: &'static ResourceKind,
+    ns: String,
+    name: String,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let obj = decode_named(&st, &headers, body, kind, &ns, &name, Whole::Object).await?;
     write(st, move |st| {
         update_with(st, kind, &ns, &name, |_old| Ok(obj.clone()))
@@ -451,6 +501,17 @@ pub async fn patch(
 ) -> Result<Response, ApiError> {
     let st = st.acting_as(user.as_ref().map(|e| &e.0));
     let kind = resolve(&g, &v, &plural)?;
+    patch_in(st, kind, ns, name, headers, body).await
+}
+
+pub(crate) async fn patch_in(
+    st: ApiState,
+    kind: &'static ResourceKind,
+    ns: String,
+    name: String,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let patch = patch_body(&st, &headers, body).await?;
     write(st, move |st| {
         update_with(st, kind, &ns, &name, |old| {
@@ -554,6 +615,17 @@ pub async fn replace_status(
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
+    replace_status_in(st, kind, ns, name, headers, body).await
+}
+
+pub(crate) async fn replace_status_in(
+    st: ApiState,
+    kind: &'static ResourceKind,
+    ns: String,
+    name: String,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let obj = decode_named(&st, &headers, body, kind, &ns, &name, Whole::Status).await?;
     let res = resource(kind);
     write(st, move |st| {
@@ -569,6 +641,17 @@ pub async fn patch_status(
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
+    patch_status_in(st, kind, ns, name, headers, body).await
+}
+
+pub(crate) async fn patch_status_in(
+    st: ApiState,
+    kind: &'static ResourceKind,
+    ns: String,
+    name: String,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
     let patch = patch_body(&st, &headers, body).await?;
     let res = resource(kind);
     write(st, move |st| {
@@ -600,6 +683,18 @@ pub async fn delete(
     Path((g, v, ns, plural, name)): NamePath,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
+    delete_in(st, kind, ns, name).await
+}
+
+pub(crate) async fn delete_in(
+    st: ApiState,
+    kind: &'static ResourceKind,
+    ns: String,
+    name: String,
+) -> Result<Response, ApiError> {
+    if *kind == kinds::NAMESPACE {
+        return crate::namespaces::delete(st, name).await;
+    }
     let res = resource(kind);
     write(st, move |st| {
         Ok(ok(

@@ -5,6 +5,8 @@
 //! cluster-wide lists `/apis/{group}/{version}/{plural}`. Writes go through [`admission`]
 //! (Knative's defaulting and validation) before they reach the store; errors are
 //! Kubernetes `Status` objects ([`error`]); `?watch=true` streams ordered events ([`watch`]).
+//! The core kinds (Namespace, Secret, ConfigMap) live under `/api/v1` ([`core_routes`],
+//! [`namespaces`] for the namespace lifecycle, [`protobuf`] for kubectl's protobuf bodies).
 //! Discovery (`/version`, `/api`, `/apis`, …) is [`discovery`]; reads answer a `Table`
 //! ([`table`]) when the `Accept` header asks for one ([`negotiate`]).
 //! Start reading at [`router`].
@@ -12,6 +14,7 @@
 pub mod admission;
 pub mod auth;
 pub mod body;
+mod core_routes;
 pub mod cpu;
 pub mod discovery;
 pub mod error;
@@ -19,7 +22,9 @@ mod handlers;
 pub mod inflight;
 pub mod jsonpath;
 mod logs;
+pub mod namespaces;
 pub mod negotiate;
+pub mod protobuf;
 pub mod table;
 mod watch;
 
@@ -83,6 +88,37 @@ pub fn router(state: ApiState) -> Router {
         .route("/version", get(discovery::version))
         .route("/api", get(discovery::api))
         .route("/api/v1", get(discovery::core_v1))
+        // The core kinds (core_routes.rs); the static `namespaces` segment wins over
+        // `{plural}`.
+        .route(
+            "/api/v1/namespaces",
+            get(core_routes::list_namespaces).post(core_routes::create_namespace),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}",
+            get(core_routes::get_namespace)
+                .put(core_routes::replace_namespace)
+                .patch(core_routes::patch_namespace)
+                .delete(core_routes::delete_namespace),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/status",
+            get(core_routes::get_namespace)
+                .put(core_routes::replace_namespace_status)
+                .patch(core_routes::patch_namespace_status),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/{plural}",
+            get(core_routes::list).post(core_routes::create),
+        )
+        .route(
+            "/api/v1/namespaces/{ns}/{plural}/{name}",
+            get(core_routes::get)
+                .put(core_routes::replace)
+                .patch(core_routes::patch)
+                .delete(core_routes::delete),
+        )
+        .route("/api/v1/{plural}", get(core_routes::list_all))
         .route("/apis", get(discovery::apis))
         .route("/apis/{group}", get(discovery::group))
         .route(

@@ -55,6 +55,8 @@ pub(crate) fn metadata_mut(obj: &mut Value) -> Result<&mut Map<String, Value>, S
 pub(crate) fn require_namespace(obj: &Value) -> Result<String, StoreError> {
     match metadata(obj).and_then(|m| m.get("namespace")) {
         Some(Value::String(ns)) => Ok(ns.clone()),
+        // Cluster-scoped objects (Namespaces) carry no namespace, as in kube.
+        None => Ok(String::new()),
         _ => Err(StoreError::Invalid(
             "metadata.namespace: Required value".into(),
         )),

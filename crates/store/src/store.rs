@@ -410,9 +410,22 @@ impl Store {
         self.with_conn(|conn| sqlite::list_annotated(conn, resource, namespace, key, item))
     }
 
+    /// The namespaces that hold at least one object (of any resource), sorted: what a store
+    /// written before Namespaces were objects needs Namespace objects for.
+    pub fn namespaces_in_use(&self) -> Result<Vec<String>, StoreError> {
+        self.with_conn(|conn| {
+            let mut stmt = conn.prepare_cached(
+                "SELECT DISTINCT namespace FROM objects WHERE namespace != '' ORDER BY namespace",
+            )?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            Ok(rows.collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
     /// Creates an object.
     ///
-    /// `metadata.namespace` must be present (the API server defaults it; `""` = cluster-scoped).
+    /// `metadata.namespace` is a string (the API server defaults it); absent or `""` means
+    /// cluster-scoped.
     /// `metadata.name`, or failing that `metadata.generateName` (+ 5 random characters), names
     /// it. The server sets `uid`, `resourceVersion`, `generation: 1` and `creationTimestamp`,
     /// and drops a client-sent `deletionTimestamp`. `status` is stored as given.

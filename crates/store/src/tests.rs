@@ -139,7 +139,11 @@ fn create_rejects_bad_input() {
     let (_dir, store) = temp_store();
     let cases = [
         ("not an object", json!("x")),
-        ("no namespace", json!({"metadata": {"name": "a"}})),
+        // (No namespace at all is a cluster-scoped object: see namespaces_in_use_….)
+        (
+            "namespace not a string",
+            json!({"metadata": {"name": "a", "namespace": 5}}),
+        ),
         ("no name", json!({"metadata": {"namespace": "default"}})),
         (
             "empty name",
@@ -1538,4 +1542,22 @@ fn a_batch_that_panics_leaves_nothing_and_the_store_works_on() {
         .create(SVC, obj("default", "after", json!({})))
         .unwrap();
     assert_eq!(store.current_revision(), 3);
+}
+
+#[test]
+fn namespaces_in_use_and_cluster_scoped_objects() {
+    let (_dir, store) = temp_store();
+    assert!(store.namespaces_in_use().unwrap().is_empty());
+    for (ns, name) in [("b", "x"), ("a", "y"), ("b", "z")] {
+        store
+            .create(SVC, json!({"metadata": {"namespace": ns, "name": name}}))
+            .unwrap();
+    }
+    // A cluster-scoped object has no namespace, and is filed under "".
+    let ns = store
+        .create("namespaces", json!({"metadata": {"name": "a"}}))
+        .unwrap();
+    assert!(ns["metadata"].get("namespace").is_none());
+    assert!(store.get("namespaces", "", "a").unwrap().is_some());
+    assert_eq!(store.namespaces_in_use().unwrap(), ["a", "b"]);
 }

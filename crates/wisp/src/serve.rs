@@ -155,6 +155,9 @@ async fn serve(
     // after the "listening" line must take the graceful path, not the default (die).
     let shutdown = shutdown_signal()?;
     let config = Arc::new(config);
+    // Namespaces are objects: `default` always exists, older stores get Namespaces for the
+    // namespaces they use, and a namespace deletion an earlier run left unfinished finishes.
+    wisp_apiserver::namespaces::bootstrap(&store).context("preparing namespaces")?;
 
     // Replicas of an earlier run (if wisp was kill -9ed) are stopped by the platform before
     // it starts any; the controllers then bring every revision back from the store.

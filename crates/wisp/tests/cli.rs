@@ -136,7 +136,16 @@ fn apply_creates_then_reports_unchanged_and_configured() {
         "wisp-admin"
     );
 
-    // Namespace from -n.
+    // Namespace from -n; the namespace must exist (kube's NamespaceLifecycle), and
+    // `wisp apply` creates it like any object.
+    let out = wisp(&s, &["apply", "-n", "other", "-f", &f]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("namespaces \"other\" not found"),
+        "{}",
+        out.stderr
+    );
+    s.apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: other\n");
     let out = wisp(&s, &["apply", "-n", "other", "-f", &f]);
     assert_eq!(
         out.stdout, "service.serving.knative.dev/hello created\n",
@@ -241,6 +250,7 @@ fn get_tables_names_and_formats() {
     let out = wisp(&s, &["get", "ksvc", "-A"]);
     assert_eq!((out.code, out.stderr.as_str()), (0, "No resources found\n"));
 
+    s.apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: other\n");
     for (name, ns) in [("hello", "default"), ("hi", "default"), ("away", "other")] {
         let out = wisp_stdin(
             &s,

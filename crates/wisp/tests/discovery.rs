@@ -66,9 +66,27 @@ fn discovery_documents() {
 
     let (code, _, v) = get(&s, "/api/v1", None);
     assert_eq!(code, 200);
+    assert_eq!(v["kind"], "APIResourceList");
+    assert_eq!(v["groupVersion"], "v1");
+    let core: Vec<(&str, bool)> = v["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap(),
+                r["namespaced"].as_bool().unwrap(),
+            )
+        })
+        .collect();
     assert_eq!(
-        v,
-        json!({"kind": "APIResourceList", "groupVersion": "v1", "resources": []})
+        core,
+        [
+            ("namespaces", false),
+            ("namespaces/status", false),
+            ("secrets", true),
+            ("configmaps", true)
+        ]
     );
 
     let (code, _, v) = get(&s, "/apis", None);

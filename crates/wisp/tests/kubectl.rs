@@ -110,6 +110,9 @@ fn kubectl_discovers_and_prints_knative_kinds() {
         words(&k.ok(&["api-resources"])),
         words(
             "NAME             SHORTNAMES      APIVERSION                                  NAMESPACED   KIND
+             configmaps       cm              v1                                          true         ConfigMap
+             namespaces       ns              v1                                          false        Namespace
+             secrets                          v1                                          true         Secret
              podautoscalers   kpa,pa          autoscaling.internal.knative.dev/v1alpha1   true         PodAutoscaler
              configurations   config,cfg      serving.knative.dev/v1                      true         Configuration
              revisions        rev             serving.knative.dev/v1                      true         Revision
@@ -302,4 +305,130 @@ fn kubectl_over_tls_with_a_wrong_token_or_untrusted_ca_fails_and_a_restart_keeps
     std::fs::write(&k.kubeconfig, kubeconfig.replace(&old_addr, &s.addr)).unwrap();
     let (ok, _, err) = k.run(&["get", "ksvc"]);
     assert!(ok, "{err}");
+}
+
+#[test]
+fn kubectl_manages_namespaces_secrets_and_config_maps() {
+    if !kubectl_installed() {
+        eprintln!("kubectl not on PATH: skipping");
+        return;
+    }
+    let s = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let k = Kubectl::new(dir.path(), &s);
+
+    // kubectl 1.32 sends these creates as protobuf (its request log shows the media type).
+    let (ok, out, log) = k.run(&["create", "namespace", "demo", "-v=8"]);
+    assert!(ok, "{log}");
+    assert_eq!(out, "namespace/demo created\n");
+    assert!(
+        log.contains("Content-Type: application/vnd.kubernetes.protobuf"),
+        "{log}"
+    );
+    let ns = words(&k.ok(&["get", "ns"]));
+    assert_eq!(ns[0], ["NAME", "STATUS", "AGE"]);
+    assert_eq!(ns[1][..2], ["default", "Active"]);
+    assert_eq!(ns[2][..2], ["demo", "Active"]);
+
+    let file = dir.path().join("app.properties");
+    std::fs::write(&file, "color=blue\n").unwrap();
+    let from_file = format!("--from-file={}", file.display());
+    assert_eq!(
+        k.ok(&[
+            "create",
+            "configmap",
+            "cfg",
+            "-n",
+            "demo",
+            "--from-literal=a=b",
+            &from_file
+        ]),
+        "configmap/cfg created\n"
+    );
+    assert_eq!(
+        k.ok(&[
+            "create",
+            "secret",
+            "generic",
+            "s",
+            "-n",
+            "demo",
+            "--from-literal=user=admin",
+            "--from-literal=pass=hunter2"
+        ]),
+        "secret/s created\n"
+    );
+    let cm: Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cfg", "-n", "demo", "-o", "json"])).unwrap();
+    assert_eq!(cm["data"]["a"], "b");
+    assert_eq!(cm["data"]["app.properties"], "color=blue\n");
+    let secret = k.ok(&[
+        "get",
+        "secret",
+        "s",
+        "-n",
+        "demo",
+        "-o",
+        "jsonpath={.data.pass}",
+    ]);
+    assert_eq!(secret, "aHVudGVyMg==");
+
+    let both = words(&k.ok(&["get", "cm,secrets", "-n", "demo"]));
+    assert_eq!(both[0], ["NAME", "DATA", "AGE"]);
+    assert_eq!(both[1][..2], ["configmap/cfg", "2"]);
+    assert_eq!(both[2], ["NAME", "TYPE", "DATA", "AGE"]);
+    assert_eq!(both[3][..3], ["secret/s", "Opaque", "2"]);
+
+    // Bad input gets kube-apiserver's words.
+    let (ok, _, err) = k.run(&[
+        "create",
+        "configmap",
+        "bad",
+        "-n",
+        "demo",
+        "--from-literal=a b=c",
+    ]);
+    assert!(!ok);
+    assert!(
+        err.contains("a valid config key must consist of alphanumeric characters"),
+        "{err}"
+    );
+    let (ok, _, err) = k.run(&[
+        "create",
+        "configmap",
+        "c",
+        "-n",
+        "nope",
+        "--from-literal=a=b",
+    ]);
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        "error: failed to create configmap: namespaces \"nope\" not found"
+    );
+    let (ok, _, err) = k.run(&["delete", "ns", "default"]);
+    assert!(!ok);
+    assert!(
+        err.contains("namespaces \"default\" is forbidden: this namespace may not be deleted"),
+        "{err}"
+    );
+
+    // kubectl waits for the namespace to go.
+    assert_eq!(
+        k.ok(&["delete", "ns", "demo", "--timeout=30s"]),
+        "namespace \"demo\" deleted\n"
+    );
+    // kubectl itself checks the namespace after a 404, as against a cluster.
+    let (ok, _, err) = k.run(&["get", "cm", "cfg", "-n", "demo"]);
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        "Error from server (NotFound): namespaces \"demo\" not found"
+    );
+    let (ok, _, err) = k.run(&["get", "ns", "demo"]);
+    assert!(!ok);
+    assert_eq!(
+        err.trim(),
+        "Error from server (NotFound): namespaces \"demo\" not found"
+    );
 }

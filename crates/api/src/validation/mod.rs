@@ -18,7 +18,7 @@ mod container;
 mod diff;
 mod image;
 mod metadata;
-mod names;
+pub mod names;
 mod podspec;
 mod traffic;
 

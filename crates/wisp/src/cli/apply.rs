@@ -65,7 +65,12 @@ pub fn applied_configuration(desired: &Value, namespace: &str) -> Value {
             .entry("metadata")
             .or_insert_with(|| Value::Object(Map::new()));
         if let Some(m) = meta.as_object_mut() {
-            m.insert("namespace".into(), Value::String(namespace.to_string()));
+            // "" for a cluster-scoped kind (Namespace): no namespace to record.
+            if namespace.is_empty() {
+                m.remove("namespace");
+            } else {
+                m.insert("namespace".into(), Value::String(namespace.to_string()));
+            }
             if let Some(Value::Object(a)) = m.get_mut("annotations") {
                 a.remove(LAST_APPLIED);
                 if a.is_empty() {
@@ -308,7 +313,11 @@ pub fn run(args: ApplyArgs) -> Outcome {
                 continue;
             }
         };
-        let ns = namespace_for(&doc.value, &args.global.namespace);
+        let ns = if kind.namespaced {
+            namespace_for(&doc.value, &args.global.namespace)
+        } else {
+            ""
+        };
         match apply_one(&client, kind, doc, ns) {
             Ok((action, name)) => super::out(format_args!(
                 "{}/{} {}\n",

@@ -294,14 +294,20 @@ impl Client {
         })
     }
 
-    /// `/apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}]`.
+    /// `/apis/{group}/{version}[/namespaces/{ns}]/{plural}[/{name}]` (`/api/v1/…` for the core
+    /// kinds).
     pub fn url(&self, kind: &ResourceKind, namespace: Option<&str>, name: Option<&str>) -> Url {
         let mut url = self.base.clone();
         {
             let mut segs = url.path_segments_mut().expect("http URLs have a path");
             segs.pop_if_empty();
-            segs.extend(["apis", kind.group, kind.version]);
-            if let Some(ns) = namespace {
+            if kind.is_core() {
+                segs.extend(["api", kind.version]);
+            } else {
+                segs.extend(["apis", kind.group, kind.version]);
+            }
+            // A cluster-scoped kind (Namespace) has no namespace segment.
+            if let Some(ns) = namespace.filter(|_| kind.namespaced) {
                 segs.extend(["namespaces", ns]);
             }
             segs.push(kind.plural);

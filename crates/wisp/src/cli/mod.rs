@@ -128,8 +128,7 @@ pub fn kind_of_document(
             missing.join(", ")
         ));
     }
-    kinds::ALL
-        .into_iter()
+    kinds::served()
         .find(|k| k.kind == kind && k.api_version() == api_version)
         .ok_or_else(|| {
             format!(

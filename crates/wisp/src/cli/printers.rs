@@ -87,8 +87,17 @@ pub fn header(kind: &ResourceKind, opts: TableOptions) -> Vec<String> {
     }
     h.push("NAME".to_string());
     h.extend(kind_columns(kind));
-    h.push("AGE".to_string());
+    if !prints_age(kind) {
+        h.push("AGE".to_string());
+    }
     h
+}
+
+/// Whether the kind's own columns end in an age (kube's core printers), so none is added.
+fn prints_age(kind: &ResourceKind) -> bool {
+    kind.printer_columns
+        .iter()
+        .any(|c| c.computed == Some(wisp_api::kinds::Computed::Age))
 }
 
 /// One table row for an object.
@@ -103,7 +112,9 @@ pub fn row(kind: &ResourceKind, o: &Value, opts: TableOptions, now: DateTime<Utc
         r.push(obj::name(o).to_string());
     }
     r.extend(kind_cells(kind, o));
-    r.push(age(obj::str_at(o, "/metadata/creationTimestamp"), now));
+    if !prints_age(kind) {
+        r.push(age(obj::str_at(o, "/metadata/creationTimestamp"), now));
+    }
     r
 }
 
