@@ -87,6 +87,9 @@ pub struct ExitInfo {
     pub code: Option<i32>,
     /// Signal number when killed by a signal.
     pub signal: Option<i32>,
+    /// Why, when the kernel said more than the status: Kubernetes' `OOMKilled` for a
+    /// container its cgroup's memory limit killed.
+    pub reason: Option<String>,
     /// The last lines the process wrote (stdout and stderr), like Kubernetes'
     /// `FallbackToLogsOnError` termination message.
     pub message: String,

@@ -101,9 +101,16 @@ fn exit_condition(exit: &wisp_runtime::ExitInfo) -> (String, String) {
     // Kubernetes reports a death by signal as exit code 128 + signal.
     let code = exit.code.or(exit.signal.map(|s| 128 + s)).unwrap_or(0);
     let message = if code == 0 && exit.message.is_empty() {
-        "container exited with no error"
+        "container exited with no error".to_string()
     } else {
-        exit.message.as_str()
+        exit.message.clone()
+    };
+    // Knative's reason is the exit code; the kernel's verdict (`OOMKilled`, as the kubelet
+    // reports a container its memory limit killed) leads the message so it is not lost.
+    let message = match &exit.reason {
+        Some(reason) if message.is_empty() => reason.clone(),
+        Some(reason) => format!("{reason}: {message}"),
+        None => message,
     };
     (
         format!("ExitCode{code}"),
@@ -399,6 +406,7 @@ mod tests {
     fn signalled(name: &str, signal: i32) -> ReplicaStatus {
         ReplicaStatus {
             last_exit: Some(ExitInfo {
+                reason: None,
                 code: None,
                 signal: Some(signal),
                 message: "killed".into(),
