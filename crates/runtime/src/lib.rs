@@ -13,6 +13,7 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use wisp_api::serving::{Container, PodSpec};
 
+pub mod container;
 pub mod process;
 
 /// Identifies a revision: namespace and name.
