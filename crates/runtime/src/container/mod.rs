@@ -503,6 +503,8 @@ impl Launcher for ContainerLauncher {
         Box::pin(async move {
             if lock(&self.unusable).is_none() {
                 self.net.tear_down().await;
+                // `runc delete` removes each container's cgroup but not their parent.
+                remove_cgroup_parents(&format!("wisp-{}", self.net.bridge));
             }
         })
     }
@@ -542,6 +544,21 @@ fn resolv_conf(host: &str) -> String {
         "nameserver 8.8.8.8\nnameserver 8.8.4.4\n".into()
     } else {
         host.to_string()
+    }
+}
+
+/// Removes the (empty) cgroup `name` from every hierarchy: v1 controllers and v2.
+fn remove_cgroup_parents(name: &str) {
+    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return;
+    };
+    let dirs = hierarchies
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join(name))
+        .chain([Path::new("/sys/fs/cgroup").join(name)]);
+    for dir in dirs {
+        // Fails harmlessly where it does not exist or still has containers.
+        let _ = std::fs::remove_dir(dir);
     }
 }
 
@@ -600,7 +617,16 @@ impl Ctr {
             MsFlags::empty(),
             Some(data.as_str()),
         )
-        .map_err(|e| io::Error::other(format!("overlay mount on {}: {e}", self.rootfs().display())))
+        .map_err(|e| {
+            io::Error::other(format!("overlay mount on {}: {e}", self.rootfs().display()))
+        })?;
+        // A writable /tmp, as every container has, even when the image ships none.
+        let tmp = self.rootfs().join("tmp");
+        if !tmp.exists() {
+            std::fs::create_dir(&tmp)?;
+            std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o1777))?;
+        }
+        Ok(())
     }
 
     fn unmount_rootfs(&self) {

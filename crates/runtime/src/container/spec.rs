@@ -493,7 +493,9 @@ mod tests {
 
     #[test]
     fn command_and_args_override_entrypoint_and_cmd_as_in_kubernetes() {
-        let cases: [(&str, &[&str], &[&str], &[&str]); 4] = [
+        /// (what, command, args, argv wanted)
+        type Case<'a> = (&'a str, &'a [&'a str], &'a [&'a str], &'a [&'a str]);
+        let cases: [Case; 4] = [
             (
                 "neither: ENTRYPOINT + CMD",
                 &[],

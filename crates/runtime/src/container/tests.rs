@@ -16,17 +16,16 @@ use std::{
 };
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wisp_api::serving::{
-    Container, ContainerPort, EnvVar, ExecAction, PodSpec, Probe, ResourceRequirements,
-};
+use wisp_api::serving::{Container, ContainerPort, EnvVar, PodSpec, ResourceRequirements};
 
 use super::{ContainerOptions, ImageConfig, ImageProvider, PreparedImage};
 use crate::{
-    Failure, Platform, ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey,
-    process::{ProcessOptions, ProcessPlatform},
+    Failure, Platform, ReplicaSpec, RevisionKey,
+    process::{
+        ProcessOptions, ProcessPlatform,
+        tests::{WAIT, all_ready, exec_probe, wait_for},
+    },
 };
-
-const WAIT: Duration = Duration::from_secs(30);
 
 /// Why these tests cannot run here, if they cannot.
 fn cannot_run() -> Option<String> {
@@ -104,7 +103,8 @@ fn build_rootfs(root: &Path) {
     std::fs::hard_link(&hello, root.join("hello"))
         .or_else(|_| std::fs::copy(&hello, root.join("hello")).map(drop))
         .unwrap();
-    for d in ["proc", "sys", "dev", "etc", "tmp"] {
+    // No /tmp: the platform provides one.
+    for d in ["proc", "sys", "dev", "etc"] {
         std::fs::create_dir_all(root.join(d)).unwrap();
     }
     std::fs::write(
@@ -207,6 +207,16 @@ impl Fixture {
         assert_eq!(self.containers(), Vec::<String>::new(), "containers left");
         assert_eq!(self.namespaces(), Vec::<String>::new(), "namespaces left");
     }
+
+    /// After a shutdown: nothing of the platform itself either.
+    fn assert_torn_down(&self) {
+        self.assert_nothing_left();
+        let bridge = Path::new("/sys/class/net").join(&self.options.bridge);
+        assert!(!bridge.exists(), "bridge {} left", self.options.bridge);
+        let cgroup =
+            Path::new("/sys/fs/cgroup/memory").join(format!("wisp-{}", self.options.bridge));
+        assert!(!cgroup.exists(), "cgroup {} left", cgroup.display());
+    }
 }
 
 impl Drop for Fixture {
@@ -257,16 +267,6 @@ fn bash(name: &str, script: &str) -> Container {
     }
 }
 
-fn exec_probe(cmd: &[&str]) -> Probe {
-    Probe {
-        exec: Some(ExecAction {
-            command: cmd.iter().map(|s| s.to_string()).collect(),
-            ..Default::default()
-        }),
-        ..Default::default()
-    }
-}
-
 fn spec(name: &str, containers: Vec<Container>, grace: Duration) -> ReplicaSpec {
     ReplicaSpec {
         key: RevisionKey::new("default", name),
@@ -279,30 +279,6 @@ fn spec(name: &str, containers: Vec<Container>, grace: Duration) -> ReplicaSpec 
         },
         grace_period: grace,
     }
-}
-
-async fn wait_for<T>(
-    p: &ProcessPlatform,
-    key: &RevisionKey,
-    what: &str,
-    pred: impl Fn(&[ReplicaStatus]) -> Option<T>,
-) -> T {
-    let mut changes = p.changes();
-    let deadline = tokio::time::Instant::now() + WAIT;
-    loop {
-        let now = p.replicas(key);
-        if let Some(t) = pred(&now) {
-            return t;
-        }
-        if tokio::time::Instant::now() > deadline {
-            panic!("timed out waiting for {what}; replicas: {now:#?}");
-        }
-        let _ = tokio::time::timeout(Duration::from_millis(100), changes.recv()).await;
-    }
-}
-
-fn all_ready(n: usize) -> impl Fn(&[ReplicaStatus]) -> Option<Vec<ReplicaStatus>> {
-    move |r| (r.len() == n && r.iter().all(|r| r.phase == ReplicaPhase::Ready)).then(|| r.to_vec())
 }
 
 async fn get(address: SocketAddr) -> String {
@@ -347,7 +323,7 @@ async fn two_replicas_listen_on_the_same_fixed_port_and_both_answer() {
     assert_eq!(fx.containers().len(), 2);
     assert_eq!(fx.namespaces().len(), 2);
     p.shutdown().await;
-    fx.assert_nothing_left();
+    fx.assert_torn_down();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -386,7 +362,7 @@ async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     p.shutdown().await;
-    fx.assert_nothing_left();
+    fx.assert_torn_down();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -414,7 +390,7 @@ async fn an_app_ignoring_sigterm_is_killed_after_its_grace_period() {
     );
     assert!(took < grace + Duration::from_secs(5), "took {took:?}");
     p.shutdown().await;
-    fx.assert_nothing_left();
+    fx.assert_torn_down();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -446,7 +422,7 @@ async fn a_crash_is_recorded_with_its_exit_code_and_restarted() {
         exit.message
     );
     p.shutdown().await;
-    fx.assert_nothing_left();
+    fx.assert_torn_down();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -471,7 +447,7 @@ async fn a_memory_limit_is_enforced_and_reported_as_oom_killed() {
     .await;
     assert_eq!(exit.reason.as_deref(), Some("OOMKilled"), "{exit:?}");
     p.shutdown().await;
-    fx.assert_nothing_left();
+    fx.assert_torn_down();
 }
 
 #[test]
@@ -516,7 +492,7 @@ fn what_an_earlier_run_left_is_removed_by_the_next() {
         p.scale(&s, 1);
         wait_for(&p, &s.key, "ready again", all_ready(1)).await;
         p.shutdown().await;
-        fx.assert_nothing_left();
+        fx.assert_torn_down();
     });
 }
 

@@ -46,7 +46,7 @@ pub(crate) mod probe;
 mod records;
 mod supervisor;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
