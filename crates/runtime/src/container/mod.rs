@@ -15,6 +15,7 @@
 //! Start with [`ProcessPlatform::containers`](crate::process::ProcessPlatform::containers)
 //! and [`ContainerOptions`].
 
+pub mod hostfs;
 mod net;
 mod runc;
 mod spec;

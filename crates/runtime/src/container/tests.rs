@@ -2,10 +2,9 @@
 //!
 //! These need root and runc (CI has both; `.ci/run` installs runc). Without them each test
 //! prints why and returns. The image is a directory each test builds: the `hello` sample
-//! (built on demand), bash and sleep, each with the shared libraries `ldd` lists, hard-linked
-//! (copied across filesystems) into a fresh rootfs. Every test has its own bridge, subnet and
-//! state directory (so they run in parallel), bounds every wait, and checks that its
-//! containers and namespaces are gone at the end.
+//! (built on demand), bash and sleep, with their shared libraries (`hostfs`). Every test
+//! has its own bridge, subnet and state directory (so they run in parallel), bounds every
+//! wait, and checks that its containers and namespaces are gone at the end.
 
 use std::{
     net::SocketAddr,
@@ -67,46 +66,15 @@ fn hello_bin() -> PathBuf {
     path
 }
 
-/// Puts `file` (following symlinks) at the same path under `root`.
-fn install(root: &Path, file: &Path) {
-    let dest = root.join(file.strip_prefix("/").unwrap());
-    std::fs::create_dir_all(dest.parent().unwrap()).unwrap();
-    if dest.exists() {
-        return;
-    }
-    let real = std::fs::canonicalize(file).unwrap();
-    if std::fs::hard_link(&real, &dest).is_err() {
-        std::fs::copy(&real, &dest).unwrap();
-    }
-}
-
-/// A rootfs with `binaries` and their shared libraries; `hello` lands at `/hello`.
+/// A rootfs with the `hello` sample at `/hello`, bash and sleep, and a `passwd`. No /tmp:
+/// the platform provides one.
 fn build_rootfs(root: &Path) {
-    let hello = hello_bin();
-    let binaries = [hello.clone(), "/bin/bash".into(), "/usr/bin/sleep".into()];
-    for bin in &binaries {
-        let out = std::process::Command::new("ldd").arg(bin).output().unwrap();
-        for line in String::from_utf8_lossy(&out.stdout).lines() {
-            // `libc.so.6 => /lib/x86_64-linux-gnu/libc.so.6 (0x…)` or `/lib64/ld-….so.2 (0x…)`
-            let path = line
-                .split("=>")
-                .last()
-                .and_then(|s| s.split_whitespace().next())
-                .filter(|p| p.starts_with('/'));
-            if let Some(p) = path {
-                install(root, Path::new(p));
-            }
-        }
-    }
-    install(root, Path::new("/bin/bash"));
-    install(root, Path::new("/usr/bin/sleep"));
-    std::fs::hard_link(&hello, root.join("hello"))
-        .or_else(|_| std::fs::copy(&hello, root.join("hello")).map(drop))
-        .unwrap();
-    // No /tmp: the platform provides one.
-    for d in ["proc", "sys", "dev", "etc"] {
-        std::fs::create_dir_all(root.join(d)).unwrap();
-    }
+    let binaries = [
+        (hello_bin(), "/hello"),
+        ("/bin/bash".into(), "/bin/bash"),
+        ("/usr/bin/sleep".into(), "/usr/bin/sleep"),
+    ];
+    super::hostfs::build(root, &binaries).unwrap();
     std::fs::write(
         root.join("etc/passwd"),
         "root:x:0:0:root:/root:/bin/bash\napp:x:1000:1000::/tmp:/bin/bash\n",
