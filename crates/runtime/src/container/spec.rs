@@ -377,13 +377,17 @@ pub(crate) struct Bundle {
 /// namespace), the sandbox's files, capabilities and cgroup limits filled in.
 pub(crate) fn runtime_spec(plan: &Plan, b: &Bundle) -> Result<Spec, oci_spec::OciSpecError> {
     let caps = b.capabilities.clone();
+    // Inheritable and ambient are set empty explicitly: the builder would otherwise fill in
+    // runc's defaults, and an ambient capability outside the permitted set makes runc fail
+    // ("unable to apply caps"). containerd sets no inheritable capabilities either
+    // (CVE-2022-24769), and no ambient ones.
     let capabilities = LinuxCapabilitiesBuilder::default()
         .bounding(caps.clone())
         .effective(caps.clone())
         .permitted(caps)
+        .inheritable(HashSet::new())
+        .ambient(HashSet::new())
         .build()?;
-    // A non-root process keeps no capabilities in its effective set unless they are
-    // ambient; Kubernetes (containerd) gives it none either, so ambient stays empty.
     let process = ProcessBuilder::default()
         .terminal(false)
         .args(plan.argv.clone())
@@ -737,6 +741,10 @@ mod tests {
         assert_eq!(json["hostname"], "hello-00001-1");
         assert_eq!(json["process"]["noNewPrivileges"], true);
         assert_eq!(json["process"]["terminal"], false);
+        let caps = &json["process"]["capabilities"];
+        assert_eq!(caps["bounding"].as_array().unwrap().len(), 14);
+        assert_eq!(caps["ambient"], serde_json::json!([]));
+        assert_eq!(caps["inheritable"], serde_json::json!([]));
         assert_eq!(json["linux"]["resources"]["memory"]["limit"], 64 << 20);
         assert_eq!(json["linux"]["resources"]["cpu"]["quota"], 50_000);
         let net = json["linux"]["namespaces"]

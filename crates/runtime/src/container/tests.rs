@@ -15,7 +15,9 @@ use std::{
 };
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use wisp_api::serving::{Container, ContainerPort, EnvVar, PodSpec, ResourceRequirements};
+use wisp_api::serving::{
+    Capabilities, Container, ContainerPort, EnvVar, PodSpec, ResourceRequirements, SecurityContext,
+};
 
 use super::{ContainerOptions, ImageConfig, ImageProvider, PreparedImage};
 use crate::{
@@ -290,6 +292,10 @@ async fn two_replicas_listen_on_the_same_fixed_port_and_both_answer() {
     }
     assert_eq!(fx.containers().len(), 2);
     assert_eq!(fx.namespaces().len(), 2);
+    // Deleting the revision removes its containers and sandboxes.
+    p.remove(&s.key);
+    wait_for(&p, &s.key, "removed", |r| r.is_empty().then_some(())).await;
+    fx.assert_nothing_left();
     p.shutdown().await;
     fx.assert_torn_down();
 }
@@ -506,4 +512,71 @@ async fn bad_options_are_errors_naming_the_field() {
     o.subnet = "10.0.0.1/16".into();
     let e = ProcessPlatform::containers(o, images).unwrap_err();
     assert!(e.to_string().contains("subnet"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_security_context_is_applied_and_run_as_non_root_is_enforced() {
+    require_containers!();
+    let fx = Fixture::new(8);
+    let p = fx.platform();
+    // Reports what the kernel says about itself, then exits so the report is in last_exit.
+    let mut c = bash(
+        "user-container",
+        "echo \"uid=$EUID\"; (echo x > /probe) 2>/dev/null || echo rootfs-ro; \
+         while read -r k v; do case $k in NoNewPrivs:|CapBnd:) echo \"$k$v\";; esac; \
+         done < /proc/self/status; exit 1",
+    );
+    c.security_context = Some(SecurityContext {
+        run_as_user: Some(1000),
+        read_only_root_filesystem: Some(true),
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: vec!["ALL".into()],
+            add: vec!["NET_BIND_SERVICE".into()],
+            ..Capabilities::default()
+        }),
+        ..SecurityContext::default()
+    });
+    let s = spec("secure", vec![c], Duration::from_secs(1));
+    p.scale(&s, 1);
+    let exit = wait_for(&p, &s.key, "the report", |r| {
+        r.first().and_then(|r| r.last_exit.clone())
+    })
+    .await;
+    let lines: Vec<&str> = exit.message.lines().collect();
+    // CAP_NET_BIND_SERVICE is bit 10.
+    assert_eq!(
+        lines,
+        [
+            "uid=1000",
+            "rootfs-ro",
+            "CapBnd:0000000000000400",
+            "NoNewPrivs:1"
+        ],
+        "{exit:?}"
+    );
+    p.remove(&s.key);
+
+    // runAsNonRoot with an image that runs as root: Kubernetes' error, nothing runs.
+    let mut c = hello("user-container");
+    c.security_context = Some(SecurityContext {
+        run_as_non_root: Some(true),
+        ..SecurityContext::default()
+    });
+    let s = spec("rootless", vec![c], Duration::from_secs(1));
+    p.scale(&s, 1);
+    let failure = wait_for(&p, &s.key, "a config error", |r| {
+        r.first().and_then(|r| r.failure.clone())
+    })
+    .await;
+    assert_eq!(failure.reason, "CreateContainerConfigError");
+    assert!(
+        failure
+            .message
+            .starts_with("container has runAsNonRoot and image will run as root"),
+        "{}",
+        failure.message
+    );
+    p.shutdown().await;
+    fx.assert_torn_down();
 }
