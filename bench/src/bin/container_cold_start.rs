@@ -8,7 +8,8 @@
 //!   rootfs as its image; each run is `scale(1)` until the replica is Ready (its TCP
 //!   readiness probe passed), then `scale(0)` until it is gone. This includes what a
 //!   replica needs beyond runc: its network namespace and veth, its overlay root, its
-//!   `/etc` files, and the first readiness probes (Knative's aggressive probing).
+//!   `/etc` files, and the first readiness probes (Knative's aggressive probing). Then the
+//!   same with containerd's default seccomp profile (`seccompProfile: RuntimeDefault`).
 //!
 //! Writes `bench/results/container-cold-start.md` (`--out`; not with `--no-write`).
 
@@ -24,7 +25,7 @@ use std::{
 
 use anyhow::{Context, bail};
 use clap::Parser;
-use wisp_api::serving::{Container, ContainerPort, PodSpec};
+use wisp_api::serving::{Container, ContainerPort, PodSpec, SecurityContext};
 use wisp_bench::{
     setup::{results_header, write_results},
     stats::{Summary, Table, ms},
@@ -245,14 +246,24 @@ async fn main() -> anyhow::Result<()> {
         },
         grace_period: Duration::from_secs(5),
     };
+    // The same with containerd's default seccomp profile (`RuntimeDefault`).
+    let mut filtered = spec.clone();
+    filtered.key.name = "hello-00002".into();
+    filtered.pod.containers[0].security_context = Some(SecurityContext {
+        seccomp_profile: Some(serde_json::json!({"type": "RuntimeDefault"})),
+        ..SecurityContext::default()
+    });
     let mut replica = Vec::new();
+    let mut replica_seccomp = Vec::new();
     let mut failed = None;
-    for _ in 0..args.runs {
-        match replica_once(&p, &spec).await {
-            Ok(d) => replica.push(d),
-            Err(e) => {
-                failed = Some(e);
-                break;
+    'runs: for (spec, samples) in [(&spec, &mut replica), (&filtered, &mut replica_seccomp)] {
+        for _ in 0..args.runs {
+            match replica_once(&p, spec).await {
+                Ok(d) => samples.push(d),
+                Err(e) => {
+                    failed = Some(e);
+                    break 'runs;
+                }
             }
         }
     }
@@ -274,6 +285,10 @@ async fn main() -> anyhow::Result<()> {
     for (name, samples) in [
         ("`runc run -d` until the port listens", &runc),
         ("replica `scale(1)` until Ready", &replica),
+        (
+            "the same, `seccompProfile: RuntimeDefault`",
+            &replica_seccomp,
+        ),
     ] {
         let s = Summary::of(samples).context("no samples")?;
         table.row([

@@ -18,6 +18,7 @@
 pub mod hostfs;
 mod net;
 mod runc;
+mod seccomp;
 mod spec;
 #[cfg(test)]
 mod tests;
@@ -311,6 +312,14 @@ impl ContainerLauncher {
             let sc = c.security_context.as_ref();
             let id = format!("{}-{}", self.net.netns_name(n), c.name);
             let bundle = self.bundles().join(&id);
+            let capabilities = spec::capabilities(c)?;
+            let seccomp = match seccomp::profile(c, spec.pod.extra.get("securityContext"))? {
+                seccomp::Profile::Unconfined => None,
+                seccomp::Profile::RuntimeDefault => Some(
+                    seccomp::runtime_default(&capabilities)
+                        .map_err(|e| error("CreateContainerConfigError", e.to_string()))?,
+                ),
+            };
             let b = spec::Bundle {
                 rootfs: bundle.join("rootfs"),
                 readonly_rootfs: sc.and_then(|s| s.read_only_root_filesystem) == Some(true),
@@ -319,8 +328,9 @@ impl ContainerLauncher {
                 files: files.clone(),
                 cgroups_path: self.cgroups_path(&id),
                 no_new_privileges: sc.and_then(|s| s.allow_privilege_escalation) == Some(false),
-                capabilities: spec::capabilities(c)?,
+                capabilities,
                 limits: spec::limits(c)?,
+                seccomp,
             };
             let config = spec::runtime_spec(&plan, &b)
                 .map_err(|e| error("CreateContainerConfigError", e.to_string()))?;
@@ -394,8 +404,11 @@ impl Launcher for ContainerLauncher {
         if !pod.service_account_name.is_empty() {
             out.push(format!("service account {}", pod.service_account_name));
         }
-        if pod.extra.contains_key("securityContext") {
-            out.push("the pod's securityContext".into());
+        // The pod's seccompProfile is honoured; nothing else of its securityContext.
+        if let Some(sc) = pod.extra.get("securityContext").and_then(|v| v.as_object())
+            && sc.keys().any(|k| k != "seccompProfile")
+        {
+            out.push("the pod's securityContext (but seccompProfile)".into());
         }
         for c in &pod.containers {
             if !c.volume_mounts.is_empty() {
@@ -403,12 +416,6 @@ impl Launcher for ContainerLauncher {
             }
             if c.env.iter().any(|e| e.value_from.is_some()) || !c.env_from.is_empty() {
                 out.push(format!("container {}'s env valueFrom/envFrom", c.name));
-            }
-            if c.security_context
-                .as_ref()
-                .is_some_and(|s| s.seccomp_profile.is_some())
-            {
-                out.push(format!("container {}'s seccompProfile", c.name));
             }
         }
         out

@@ -6,8 +6,8 @@ use std::{collections::HashSet, path::PathBuf, str::FromStr};
 
 use oci_spec::runtime::{
     Capability, LinuxBuilder, LinuxCapabilitiesBuilder, LinuxCpuBuilder, LinuxMemoryBuilder,
-    LinuxNamespaceBuilder, LinuxNamespaceType, LinuxResourcesBuilder, Mount, MountBuilder,
-    ProcessBuilder, RootBuilder, Spec, UserBuilder,
+    LinuxNamespaceBuilder, LinuxNamespaceType, LinuxResourcesBuilder, LinuxSeccomp, Mount,
+    MountBuilder, ProcessBuilder, RootBuilder, Spec, UserBuilder,
 };
 use wisp_api::serving::Container;
 
@@ -369,6 +369,8 @@ pub(crate) struct Bundle {
     pub no_new_privileges: bool,
     pub capabilities: HashSet<Capability>,
     pub limits: Limits,
+    /// The seccomp filter (`RuntimeDefault`), or none (`Unconfined`).
+    pub seccomp: Option<LinuxSeccomp>,
 }
 
 /// The runtime spec of one container: `oci-spec`'s defaults (runc's `runc spec`: the
@@ -432,7 +434,11 @@ pub(crate) fn runtime_spec(plan: &Plan, b: &Bundle) -> Result<Spec, oci_spec::Oc
                 .build()?,
         );
     }
-    let linux = LinuxBuilder::default()
+    let mut linux = LinuxBuilder::default();
+    if let Some(seccomp) = &b.seccomp {
+        linux = linux.seccomp(seccomp.clone());
+    }
+    let linux = linux
         .namespaces(namespaces)
         .cgroups_path(PathBuf::from(&b.cgroups_path))
         .resources(resources.build()?)
@@ -734,6 +740,7 @@ mod tests {
                 memory: Some(64 << 20),
                 cpu_quota: Some(50_000),
             },
+            seccomp: None,
         };
         let spec = runtime_spec(&p, &b).unwrap();
         let json = serde_json::to_value(&spec).unwrap();
@@ -754,6 +761,7 @@ mod tests {
             .find(|n| n["type"] == "network")
             .unwrap();
         assert_eq!(net["path"], "/var/run/netns/w-2");
+        assert!(json["linux"].get("seccomp").is_none());
         assert!(
             json["mounts"]
                 .as_array()

@@ -515,7 +515,7 @@ async fn bad_options_are_errors_naming_the_field() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_security_context_is_applied_and_run_as_non_root_is_enforced() {
+async fn the_security_context_and_seccomp_are_applied_and_run_as_non_root_is_enforced() {
     require_containers!();
     let fx = Fixture::new(8);
     let p = fx.platform();
@@ -523,12 +523,13 @@ async fn the_security_context_is_applied_and_run_as_non_root_is_enforced() {
     let mut c = bash(
         "user-container",
         "echo \"uid=$EUID\"; (echo x > /probe) 2>/dev/null || echo rootfs-ro; \
-         while read -r k v; do case $k in NoNewPrivs:|CapBnd:) echo \"$k$v\";; esac; \
+         while read -r k v; do case $k in NoNewPrivs:|CapBnd:|Seccomp:) echo \"$k$v\";; esac; \
          done < /proc/self/status; exit 1",
     );
     c.security_context = Some(SecurityContext {
         run_as_user: Some(1000),
         read_only_root_filesystem: Some(true),
+        seccomp_profile: Some(serde_json::json!({"type": "RuntimeDefault"})),
         allow_privilege_escalation: Some(false),
         capabilities: Some(Capabilities {
             drop: vec!["ALL".into()],
@@ -551,7 +552,9 @@ async fn the_security_context_is_applied_and_run_as_non_root_is_enforced() {
             "uid=1000",
             "rootfs-ro",
             "CapBnd:0000000000000400",
-            "NoNewPrivs:1"
+            "NoNewPrivs:1",
+            // 2: a filter is installed.
+            "Seccomp:2"
         ],
         "{exit:?}"
     );
@@ -577,6 +580,20 @@ async fn the_security_context_is_applied_and_run_as_non_root_is_enforced() {
         "{}",
         failure.message
     );
+    p.remove(&s.key);
+
+    // A multi-threaded app (tokio) runs under containerd's default profile: clone3 is
+    // ENOSYS, so glibc falls back to clone.
+    let mut c = hello("user-container");
+    c.security_context = Some(SecurityContext {
+        seccomp_profile: Some(serde_json::json!({"type": "RuntimeDefault"})),
+        ..SecurityContext::default()
+    });
+    let s = spec("filtered", vec![c], Duration::from_secs(1));
+    p.scale(&s, 1);
+    let ready = wait_for(&p, &s.key, "ready under seccomp", all_ready(1)).await;
+    let answer = get(ready[0].address).await;
+    assert!(answer.contains("Hello World!"), "{answer}");
     p.shutdown().await;
     fx.assert_torn_down();
 }
