@@ -535,6 +535,33 @@ mod tests {
                 requeue: None,
             },
             Case {
+                what: "killed for memory: the kernel's reason leads the message",
+                replicas: vec![ReplicaStatus {
+                    last_exit: Some(ExitInfo {
+                        reason: Some("OOMKilled".into()),
+                        code: None,
+                        signal: Some(9),
+                        message: "allocating".into(),
+                    }),
+                    ..replica("r1", ReplicaPhase::BackOff)
+                }],
+                desired: 1,
+                age: 20,
+                ready: (
+                    False,
+                    "ExitCode137",
+                    "Container failed with: OOMKilled: allocating",
+                ),
+                resources: deploying,
+                healthy: (
+                    False,
+                    "ExitCode137",
+                    "Container failed with: OOMKilled: allocating",
+                ),
+                active: queued,
+                requeue: None,
+            },
+            Case {
                 what: "deadline exceeded",
                 replicas: vec![replica("r1", ReplicaPhase::Starting)],
                 desired: 1,

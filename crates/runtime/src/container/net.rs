@@ -97,6 +97,9 @@ impl Network {
     fn nat_rule(&self, op: &str) -> Vec<String> {
         let cidr = self.cidr();
         [
+            // Wait for the xtables lock rather than fail when another platform (a parallel
+            // test, another wisp) changes rules at the same moment.
+            "-w",
             "-t",
             "nat",
             op,
