@@ -305,14 +305,22 @@ async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept() {
     require_containers!();
     let fx = Fixture::new(2);
     let p = fx.platform();
+    tokio::time::timeout(WAIT, p.cleaned_up()).await.unwrap();
+    // Outbound: a listener on the host's side of the bridge (the replica's gateway).
+    let host = tokio::net::TcpListener::bind("10.213.2.1:0").await.unwrap();
+    let host_port = host.local_addr().unwrap().port();
     // bash's /dev/tcp: connect to the app over the sandbox's loopback, print the answer
-    // (with builtins only: the image has no `cat`).
+    // (with builtins only: the image has no `cat`); then say hello to the host.
     let sidecar = bash(
         "sidecar",
-        "until exec 3<>/dev/tcp/127.0.0.1/8080; do sleep 0.1; done; \
-         printf 'GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n' >&3; \
-         while IFS= read -r l <&3; do echo \"${l%$'\\r'}\"; done; echo \"host=$(< /etc/hostname)\"; \
-         exec sleep 1000",
+        &format!(
+            "until exec 3<>/dev/tcp/127.0.0.1/8080; do sleep 0.1; done; \
+             printf 'GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n' >&3; \
+             while IFS= read -r l <&3; do echo \"${{l%$'\\r'}}\"; done; \
+             echo \"host=$(< /etc/hostname)\"; \
+             exec 4<>/dev/tcp/10.213.2.1/{host_port}; echo \"out from $HOSTNAME\" >&4; exec 4>&-; \
+             exec sleep 1000"
+        ),
     );
     let mut app = hello("user-container");
     app.env.push(EnvVar {
@@ -335,6 +343,21 @@ async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    let (mut conn, from) = tokio::time::timeout(WAIT, host.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut said = String::new();
+    tokio::time::timeout(WAIT, conn.read_to_string(&mut said))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(said, "out from pod-1\n");
+    assert_eq!(
+        from.ip(),
+        p.replicas(&s.key)[0].address.ip(),
+        "from the replica's address"
+    );
     p.shutdown().await;
     fx.assert_torn_down();
 }
