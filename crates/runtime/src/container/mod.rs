@@ -477,7 +477,7 @@ impl Launcher for ContainerLauncher {
                     reason: "ContainerRuntimeUnavailable".into(),
                     message: format!(
                         "setting up the replicas' network (bridge {}, {}/{}) failed: {e}; wisp \
-                         needs root, iproute2 (`ip`) and iptables",
+                         needs root and iptables",
                         self.net.bridge, self.net.base, self.net.prefix
                     ),
                 });

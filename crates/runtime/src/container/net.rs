@@ -8,17 +8,35 @@
 //! namespace `<bridge>-<n>`, host-side veth `<bridge>v<n>`, where `n` is the replica's host
 //! number in the subnet.
 //!
-//! Links and addresses are set with iproute2's `ip` (two short `ip -batch` runs per replica,
-//! measured below 10 ms together here); NAT with one `iptables` rule per platform.
+//! Links, addresses and routes are set in-process over netlink (`rtnetlink`). A namespace is
+//! made as `ip netns add` makes one, without forking: a short-lived thread `unshare`s its
+//! network namespace and bind-mounts it at `/var/run/netns/<name>`; a netlink socket opened
+//! on that thread stays in the new namespace after the thread ends, so the replica's side
+//! is configured through it. NAT is one `iptables` rule per platform. A replica's network
+//! takes ~3 ms here (two `ip -batch` runs took 6–8 ms).
 
 use std::{
     io,
-    net::Ipv4Addr,
+    net::{IpAddr, Ipv4Addr},
+    os::fd::AsRawFd,
     path::{Path, PathBuf},
     process::Stdio,
 };
 
-use tokio::{io::AsyncWriteExt, process::Command};
+use futures_util::TryStreamExt;
+use nix::{
+    mount::{MntFlags, MsFlags, mount, umount2},
+    sched::{CloneFlags, unshare},
+};
+use rtnetlink::{
+    Handle, LinkBridge, LinkUnspec, LinkVeth, RouteMessageBuilder,
+    packet_route::link::{InfoData, InfoVeth},
+};
+use tokio::process::Command;
+
+/// Where named network namespaces live (iproute2's convention, which tools like `ip netns`
+/// and `nsenter --net=` understand).
+const NETNS_DIR: &str = "/var/run/netns";
 
 /// A platform's subnet and bridge.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -59,7 +77,7 @@ impl Network {
     }
 
     pub fn netns_path(&self, n: u32) -> PathBuf {
-        Path::new("/var/run/netns").join(self.netns_name(n))
+        Path::new(NETNS_DIR).join(self.netns_name(n))
     }
 
     fn veth_name(&self, n: u32) -> String {
@@ -73,19 +91,25 @@ impl Network {
     /// The bridge with the gateway address, forwarding on, and outbound NAT for the subnet.
     /// Idempotent: an earlier run's bridge and rule are reused.
     pub async fn set_up(&self) -> io::Result<()> {
+        let host = host_handle()?;
         let br = &self.bridge;
-        if !Path::new("/sys/class/net").join(br).exists() {
-            ip(None, &format!("link add {br} type bridge\n")).await?;
+        if link_index(&host, br).await?.is_none() {
+            host.link()
+                .add(LinkBridge::new(br).build())
+                .execute()
+                .await
+                .map_err(|e| netlink(&format!("creating bridge {br}"), e))?;
         }
-        ip(
-            None,
-            &format!(
-                "addr replace {}/{} dev {br}\nlink set {br} up\n",
-                self.gateway(),
-                self.prefix
-            ),
-        )
-        .await?;
+        let index = link_index(&host, br)
+            .await?
+            .ok_or_else(|| io::Error::other(format!("bridge {br} vanished")))?;
+        host.address()
+            .add(index, IpAddr::V4(self.gateway()), self.prefix)
+            .replace()
+            .execute()
+            .await
+            .map_err(|e| netlink(&format!("address of {br}"), e))?;
+        set_up(&host, index, br).await?;
         tokio::fs::write("/proc/sys/net/ipv4/ip_forward", "1").await?;
         if run("iptables", &self.nat_rule("-C")).await.is_err() {
             run("iptables", &self.nat_rule("-A")).await?;
@@ -119,49 +143,91 @@ impl Network {
     /// Removes the bridge and the NAT rule (at shutdown, once no replica is left).
     pub async fn tear_down(&self) {
         let _ = run("iptables", &self.nat_rule("-D")).await;
-        let _ = ip(None, &format!("link del {}\n", self.bridge)).await;
+        if let Ok(host) = host_handle() {
+            delete_link(&host, &self.bridge).await;
+        }
     }
 
     /// A replica's namespace, with `eth0` at host number `n` on the bridge and `lo` up.
     pub async fn add_sandbox(&self, n: u32) -> io::Result<()> {
-        let (ns, veth, br) = (self.netns_name(n), self.veth_name(n), &self.bridge);
-        // A leftover of the same name (a failed earlier attempt) would make `add` fail.
+        // A leftover of the same name (a failed earlier attempt) would make creation fail.
         self.remove_sandbox(n).await;
-        ip(
-            None,
-            &format!(
-                "netns add {ns}\nlink add {veth} type veth peer name eth0 netns {ns}\n\
-                 link set {veth} master {br} up\n"
-            ),
-        )
-        .await?;
-        ip(
-            Some(&ns),
-            &format!(
-                "link set lo up\naddr add {}/{} dev eth0\nlink set eth0 up\n\
-                 route add default via {}\n",
-                self.host(n),
-                self.prefix,
-                self.gateway()
-            ),
-        )
-        .await
+        let (veth, path) = (self.veth_name(n), self.netns_path(n));
+        let inside = new_netns(path.clone()).await?;
+        let configured = self.configure(n, &inside, &veth).await;
+        if configured.is_err() {
+            self.remove_sandbox(n).await;
+        }
+        configured
     }
 
-    /// Deletes a replica's namespace (its veth pair goes with it) and the host side of the
-    /// pair should it linger.
+    async fn configure(&self, n: u32, inside: &Handle, veth: &str) -> io::Result<()> {
+        let ctx = |what: &str| format!("{what} for {}", self.netns_name(n));
+        // The pair is made from the host, its `eth0` end created right in the namespace and
+        // the host end attached to the bridge and up, in one message: moving a link between
+        // namespaces afterwards costs 20–40 ms here (the kernel waits for RCU grace periods).
+        let host = host_handle()?;
+        let bridge = link_index(&host, &self.bridge)
+            .await?
+            .ok_or_else(|| missing(&self.bridge))?;
+        let netns = std::fs::File::open(self.netns_path(n))?;
+        let peer = LinkUnspec::new_with_name("eth0")
+            .setns_by_fd(netns.as_raw_fd())
+            .build();
+        host.link()
+            .add(
+                LinkVeth::new(veth, "eth0")
+                    .set_info_data(InfoData::Veth(InfoVeth::Peer(peer)))
+                    .controller(bridge)
+                    .up()
+                    .build(),
+            )
+            .execute()
+            .await
+            .map_err(|e| netlink(&ctx("veth pair"), e))?;
+        let lo = link_index(inside, "lo")
+            .await?
+            .ok_or_else(|| missing("lo"))?;
+        set_up(inside, lo, "lo").await?;
+        let eth0 = link_index(inside, "eth0")
+            .await?
+            .ok_or_else(|| missing("eth0"))?;
+        inside
+            .address()
+            .add(eth0, IpAddr::V4(self.host(n)), self.prefix)
+            .execute()
+            .await
+            .map_err(|e| netlink(&ctx("eth0's address"), e))?;
+        set_up(inside, eth0, "eth0").await?;
+        inside
+            .route()
+            .add(
+                RouteMessageBuilder::<Ipv4Addr>::new()
+                    .gateway(self.gateway())
+                    .output_interface(eth0)
+                    .build(),
+            )
+            .execute()
+            .await
+            .map_err(|e| netlink(&ctx("default route"), e))
+    }
+
+    /// Deletes a replica's namespace (its veth pair goes with it once the kernel frees it)
+    /// and the host side of the pair at once.
     pub async fn remove_sandbox(&self, n: u32) {
-        let _ = ip(None, &format!("netns del {}\n", self.netns_name(n))).await;
-        if Path::new("/sys/class/net").join(self.veth_name(n)).exists() {
-            let _ = ip(None, &format!("link del {}\n", self.veth_name(n))).await;
+        if let Ok(host) = host_handle() {
+            delete_link(&host, &self.veth_name(n)).await;
         }
+        let path = self.netns_path(n);
+        let _ = umount2(&path, MntFlags::MNT_DETACH);
+        let _ = tokio::fs::remove_file(&path).await;
     }
 
     /// Host numbers of every namespace of this platform that exists now.
     pub async fn existing_sandboxes(&self) -> Vec<u32> {
         let prefix = format!("{}-", self.bridge);
         let mut found = Vec::new();
-        let Ok(mut dir) = tokio::fs::read_dir("/var/run/netns").await else {
+        let Ok(mut dir) = tokio::fs::read_dir(NETNS_DIR).await else {
             return found;
         };
         while let Ok(Some(entry)) = dir.next_entry().await {
@@ -185,31 +251,74 @@ pub(crate) fn parse_subnet(s: &str) -> Option<(Ipv4Addr, u8)> {
     Some((ip, prefix))
 }
 
-/// Runs `ip [-n ns] -batch -` with `commands` on stdin.
-async fn ip(netns: Option<&str>, commands: &str) -> io::Result<()> {
-    let mut cmd = Command::new("ip");
-    if let Some(ns) = netns {
-        cmd.args(["-n", ns]);
+/// A netlink connection in wisp's own network namespace. A new one per use: the socket
+/// belongs to the namespace of the thread that opens it, and this runs on tokio's workers,
+/// which never leave the host's.
+fn host_handle() -> io::Result<Handle> {
+    let (connection, handle, _) = rtnetlink::new_connection()?;
+    tokio::spawn(connection);
+    Ok(handle)
+}
+
+/// Creates a named network namespace at `path` and returns a netlink connection inside it.
+async fn new_netns(path: PathBuf) -> io::Result<Handle> {
+    tokio::fs::create_dir_all(NETNS_DIR).await?;
+    // The thread's own network namespace changes; it ends right after, so no other work
+    // ever runs in it. It enters the runtime only to register the socket with its reactor.
+    let runtime = tokio::runtime::Handle::current();
+    let made = std::thread::spawn(move || -> io::Result<_> {
+        let _runtime = runtime.enter();
+        unshare(CloneFlags::CLONE_NEWNET).map_err(io::Error::from)?;
+        std::fs::File::create(&path)?;
+        mount(
+            Some("/proc/thread-self/ns/net"),
+            &path,
+            None::<&str>,
+            MsFlags::MS_BIND,
+            None::<&str>,
+        )
+        .map_err(|e| io::Error::other(format!("bind-mounting {}: {e}", path.display())))?;
+        rtnetlink::new_connection()
+    })
+    .join()
+    .map_err(|_| io::Error::other("the namespace thread panicked"))??;
+    let (connection, handle, _) = made;
+    tokio::spawn(connection);
+    Ok(handle)
+}
+
+async fn link_index(handle: &Handle, name: &str) -> io::Result<Option<u32>> {
+    let mut links = handle.link().get().match_name(name.to_string()).execute();
+    match links.try_next().await {
+        Ok(Some(link)) => Ok(Some(link.header.index)),
+        Ok(None) => Ok(None),
+        // The kernel answers ENODEV for a name it does not know.
+        Err(rtnetlink::Error::NetlinkError(e)) if e.raw_code() == -19 => Ok(None),
+        Err(e) => Err(netlink(&format!("looking up {name}"), e)),
     }
-    cmd.args(["-batch", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true);
-    let mut child = cmd.spawn().map_err(|e| named("ip", e))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(commands.as_bytes()).await?;
+}
+
+async fn set_up(handle: &Handle, index: u32, name: &str) -> io::Result<()> {
+    handle
+        .link()
+        .set(LinkUnspec::new_with_index(index).up().build())
+        .execute()
+        .await
+        .map_err(|e| netlink(&format!("setting {name} up"), e))
+}
+
+async fn delete_link(handle: &Handle, name: &str) {
+    if let Ok(Some(index)) = link_index(handle, name).await {
+        let _ = handle.link().del(index).execute().await;
     }
-    let out = child.wait_with_output().await?;
-    if out.status.success() {
-        Ok(())
-    } else {
-        Err(io::Error::other(format!(
-            "ip {}: {}",
-            commands.trim().replace('\n', "; "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        )))
-    }
+}
+
+fn netlink(what: &str, e: rtnetlink::Error) -> io::Error {
+    io::Error::other(format!("{what}: {e}"))
+}
+
+fn missing(name: &str) -> io::Error {
+    io::Error::other(format!("link {name} is missing"))
 }
 
 async fn run(program: &str, args: &[String]) -> io::Result<()> {
