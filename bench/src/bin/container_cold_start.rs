@@ -14,10 +14,8 @@
 //! Writes `bench/results/container-cold-start.md` (`--out`; not with `--no-write`).
 
 use std::{
-    future::Future,
     net::SocketAddr,
     path::{Path, PathBuf},
-    pin::Pin,
     process::{Command, Stdio},
     sync::Arc,
     time::{Duration, Instant},
@@ -31,8 +29,11 @@ use wisp_bench::{
     stats::{Summary, Table, ms},
 };
 use wisp_runtime::{
-    Failure, Platform, ReplicaPhase, ReplicaSpec, RevisionKey,
-    container::{ContainerOptions, ImageConfig, ImageProvider, PreparedImage, hostfs},
+    Platform, ReplicaPhase, ReplicaSpec, RevisionKey,
+    container::{
+        ContainerOptions, ImageConfig, PreparedImage,
+        hostfs::{self, FixedImage},
+    },
     process::ProcessPlatform,
 };
 
@@ -54,17 +55,6 @@ struct Args {
 const REF_NS: &str = "wcbref";
 const REF_HOST_IP: &str = "10.214.0.1/24";
 const REF_IP: &str = "10.214.0.2";
-
-struct DirImage(PreparedImage);
-
-impl ImageProvider for DirImage {
-    fn prepare<'a>(
-        &'a self,
-        _: &'a str,
-    ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>> {
-        Box::pin(async move { Ok(self.0.clone()) })
-    }
-}
 
 fn sh(program: &str, args: &[&str]) -> anyhow::Result<()> {
     let out = Command::new(program).args(args).output()?;
@@ -217,7 +207,7 @@ async fn main() -> anyhow::Result<()> {
     let mut options = ContainerOptions::new(dir.path().join("state"));
     options.bridge = "wcb0".into();
     options.subnet = "10.215.0.0/24".into();
-    let images = Arc::new(DirImage(PreparedImage {
+    let images = Arc::new(FixedImage(PreparedImage {
         rootfs,
         config: ImageConfig {
             entrypoint: vec!["/hello".into()],

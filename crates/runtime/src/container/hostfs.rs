@@ -4,10 +4,29 @@
 //! how images are made for users (that is the image store's job).
 
 use std::{
+    future::Future,
     io,
     path::{Path, PathBuf},
+    pin::Pin,
     process::Command,
 };
+
+use super::{ImageProvider, PreparedImage};
+use crate::Failure;
+
+/// An [`ImageProvider`] that answers every reference with one prepared image (a rootfs made
+/// with [`build`]), for tests and benchmarks.
+#[derive(Clone, Debug)]
+pub struct FixedImage(pub PreparedImage);
+
+impl ImageProvider for FixedImage {
+    fn prepare<'a>(
+        &'a self,
+        _image: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>> {
+        Box::pin(async move { Ok(self.0.clone()) })
+    }
+}
 
 /// Puts each `(host binary, path in the rootfs)` under `root` with its libraries, plus the
 /// empty `/proc`, `/sys`, `/dev` and `/etc` a container's mounts need.

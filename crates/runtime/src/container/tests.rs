@@ -9,7 +9,6 @@
 use std::{
     net::SocketAddr,
     path::{Path, PathBuf},
-    pin::Pin,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -19,9 +18,9 @@ use wisp_api::serving::{
     Capabilities, Container, ContainerPort, EnvVar, PodSpec, ResourceRequirements, SecurityContext,
 };
 
-use super::{ContainerOptions, ImageConfig, ImageProvider, PreparedImage};
+use super::{ContainerOptions, ImageConfig, PreparedImage, hostfs::FixedImage};
 use crate::{
-    Failure, Platform, ReplicaSpec, RevisionKey,
+    Platform, ReplicaSpec, RevisionKey,
     process::{
         ProcessOptions, ProcessPlatform,
         tests::{WAIT, all_ready, exec_probe, wait_for},
@@ -84,24 +83,12 @@ fn build_rootfs(root: &Path) {
     .unwrap();
 }
 
-/// Serves the one directory image for every reference.
-struct DirImage(PreparedImage);
-
-impl ImageProvider for DirImage {
-    fn prepare<'a>(
-        &'a self,
-        _image: &'a str,
-    ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>> {
-        Box::pin(async move { Ok(self.0.clone()) })
-    }
-}
-
 /// One test's platform and directory. Dropping it after a failure removes whatever the test
 /// left (containers, namespaces, bridge), so a failed test leaves nothing behind.
 struct Fixture {
     dir: tempfile::TempDir,
     options: ContainerOptions,
-    images: Arc<DirImage>,
+    images: Arc<FixedImage>,
 }
 
 impl Fixture {
@@ -122,7 +109,7 @@ impl Fixture {
             subnet: format!("10.213.{n}.0/24"),
             runc: "runc".into(),
         };
-        let images = Arc::new(DirImage(PreparedImage {
+        let images = Arc::new(FixedImage(PreparedImage {
             rootfs,
             config: ImageConfig {
                 entrypoint: vec!["/hello".into()],
@@ -499,7 +486,7 @@ async fn without_runc_every_replica_fails_naming_the_fix() {
     let mut options = ContainerOptions::new(fx_dir.path().join("state"));
     options.runc = "/nonexistent/runc".into();
     options.bridge = "wct7".into();
-    let images = Arc::new(DirImage(PreparedImage {
+    let images = Arc::new(FixedImage(PreparedImage {
         rootfs: fx_dir.path().into(),
         config: ImageConfig::default(),
     }));
@@ -523,7 +510,7 @@ async fn without_runc_every_replica_fails_naming_the_fix() {
 #[tokio::test]
 async fn bad_options_are_errors_naming_the_field() {
     let dir = tempfile::tempdir().unwrap();
-    let images = Arc::new(DirImage(PreparedImage {
+    let images = Arc::new(FixedImage(PreparedImage {
         rootfs: dir.path().into(),
         config: ImageConfig::default(),
     }));
