@@ -8,7 +8,7 @@
 //! `runc run -d` starts it; wisp reaps its init and learns its exit (and OOM kills) from the
 //! kernel (`runc.rs`). Everything else (scaling, probes, crash back-off, graceful stop,
 //! logs) is the same supervisor the process backend uses: this module only implements its
-//! [`Launcher`].
+//! `Launcher` (`process/launch.rs`).
 //!
 //! Images come from an [`ImageProvider`]: this crate does not pull or unpack anything.
 //!

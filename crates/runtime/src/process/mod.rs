@@ -19,8 +19,9 @@
 //!   ([`PASS_THROUGH`]); then `PORT`, `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` and the
 //!   container's `env` (literal values; `valueFrom` is skipped with a warning). `$(VAR)`
 //!   references in `env`, `command` and `args` are expanded as Kubernetes does ([`expand`]).
-//! - **Images.** There is no container runtime here: a container with an `image` but no
-//!   `command` is reported with the failure `ContainerMissing` and nothing starts.
+//! - **Images.** The process launcher runs no images: a container with an `image` but no
+//!   `command` is reported with the failure `ContainerMissing` and nothing starts (the
+//!   container launcher, `crate::container`, runs them).
 //! - **Crash loops** back off from 1 s to 30 s rather than from 10 s to 5 min (see
 //!   `backoff.rs`); an exit with code 0 is a crash too, since a serving container must not
 //!   exit.
@@ -117,7 +118,9 @@ impl Default for ProcessOptions {
     }
 }
 
-/// The process runtime. See the module docs.
+/// The platform that supervises replicas on this machine: the process runtime (see the
+/// module docs) with [`ProcessPlatform::new`], the container runtime with
+/// [`ProcessPlatform::containers`] (see `container/mod.rs`).
 ///
 /// Replicas are stopped by [`Platform::shutdown`], not by dropping the platform: its tasks
 /// keep running (and the processes with them) until the tokio runtime ends, after which the
