@@ -30,7 +30,10 @@ use std::{
     net::{Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
     pin::Pin,
-    sync::{Arc, Mutex},
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -662,6 +665,7 @@ impl Sandbox for ContainerSandbox {
                 inits: Vec::new(),
                 runc: self.runc.clone(),
                 containers: self.containers.clone(),
+                terminating: AtomicBool::new(false),
             };
             let mut outputs: Vec<(&'static str, Box<dyn tokio::io::AsyncRead + Unpin + Send>)> =
                 Vec::new();
@@ -710,6 +714,9 @@ struct ContainerRun {
     inits: Vec<Init>,
     runc: Runc,
     containers: Vec<Ctr>,
+    /// SIGTERM was sent: the run is being stopped, and every container gets the grace
+    /// period to exit, as in a pod; otherwise the run ends when the serving container does.
+    terminating: AtomicBool,
 }
 
 /// How long to wait for a SIGKILLed sidecar's init to be reaped.
@@ -718,17 +725,27 @@ const REAP: Duration = Duration::from_secs(5);
 impl Running for ContainerRun {
     fn wait(&mut self) -> BoxFut<'_, io::Result<Exit>> {
         Box::pin(async move {
-            match self.inits.first_mut() {
-                Some(init) => init.wait().await,
-                None => Ok(Exit {
+            let Some((serving, sidecars)) = self.inits.split_first_mut() else {
+                return Ok(Exit {
                     code: None,
                     signal: None,
-                }),
+                });
+            };
+            // Cancel-safe: each init remembers its exit once reaped.
+            let exit = serving.wait().await?;
+            if self.terminating.load(Ordering::Relaxed) {
+                for init in sidecars {
+                    let _ = init.wait().await;
+                }
             }
+            Ok(exit)
         })
     }
 
     fn signal(&self, signal: Signal) {
+        if signal == Signal::SIGTERM {
+            self.terminating.store(true, Ordering::Relaxed);
+        }
         for init in &self.inits {
             init.signal(signal);
         }

@@ -306,7 +306,8 @@ async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept() {
              while IFS= read -r l <&3; do echo \"${{l%$'\\r'}}\"; done; \
              echo \"host=$(< /etc/hostname)\"; \
              exec 4<>/dev/tcp/10.213.2.1/{host_port}; echo \"out from $HOSTNAME\" >&4; exec 4>&-; \
-             exec sleep 1000"
+             trap 'exec 5<>/dev/tcp/10.213.2.1/{host_port}; echo \"term $HOSTNAME\" >&5; exit 0' TERM; \
+             while :; do sleep 0.1; done"
         ),
     );
     let mut app = hello("user-container");
@@ -345,6 +346,20 @@ async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept() {
         p.replicas(&s.key)[0].address.ip(),
         "from the replica's address"
     );
+    // Stopping the replica: the sidecar gets SIGTERM and time to act on it, even though
+    // the app exits at once.
+    p.scale(&s, 0);
+    let (mut conn, _) = tokio::time::timeout(WAIT, host.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut said = String::new();
+    tokio::time::timeout(WAIT, conn.read_to_string(&mut said))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(said, "term pod-1\n");
+    wait_for(&p, &s.key, "stopped", |r| r.is_empty().then_some(())).await;
     p.shutdown().await;
     fx.assert_torn_down();
 }
