@@ -397,14 +397,25 @@ async fn a_crash_is_recorded_with_its_exit_code_and_restarted() {
     require_containers!();
     let fx = Fixture::new(4);
     let p = fx.platform();
-    let s = spec(
-        "crash",
-        vec![bash(
-            "user-container",
-            "echo boom; echo \"port=$PORT rev=$K_REVISION\"; exit 3",
-        )],
-        Duration::from_secs(1),
+    // Also what the runtime contract promises inside: a writable /tmp (the image has none),
+    // the env, and the cgroup limits visible (v1 files here, v2 files elsewhere).
+    let mut c = bash(
+        "user-container",
+        "echo boom > /tmp/f; echo \"$(< /tmp/f) port=$PORT rev=$K_REVISION\"; \
+         g=/sys/fs/cgroup; \
+         if [ -f $g/cpu.max ]; then echo \"cpu=$(< $g/cpu.max) mem=$(< $g/memory.max)\"; \
+         else echo \"cpu=$(< $g/cpu/cpu.cfs_quota_us) mem=$(< $g/memory/memory.limit_in_bytes)\"; fi; \
+         exit 3",
     );
+    c.resources = Some(ResourceRequirements {
+        limits: [
+            ("cpu".to_string(), "500m".parse().unwrap()),
+            ("memory".to_string(), "64Mi".parse().unwrap()),
+        ]
+        .into(),
+        ..ResourceRequirements::default()
+    });
+    let s = spec("crash", vec![c], Duration::from_secs(1));
     p.scale(&s, 1);
     let r = wait_for(&p, &s.key, "a restart after exit 3", |r| {
         r.first()
@@ -414,9 +425,10 @@ async fn a_crash_is_recorded_with_its_exit_code_and_restarted() {
     .await;
     let exit = r.last_exit.unwrap();
     assert_eq!((exit.code, exit.signal, exit.reason), (Some(3), None, None));
-    assert!(exit.message.contains("boom"), "{}", exit.message);
+    let lines: Vec<&str> = exit.message.lines().collect();
+    assert_eq!(lines[0], "boom port=8080 rev=crash", "{}", exit.message);
     assert!(
-        exit.message.contains("port=8080 rev=crash"),
+        ["cpu=50000 mem=67108864", "cpu=50000 100000 mem=67108864"].contains(&lines[1]),
         "{}",
         exit.message
     );
