@@ -294,7 +294,14 @@ impl ContainerLauncher {
         let mut ctrs = Vec::new();
         for c in &containers {
             let image = self.images.prepare(&c.image).await?;
-            let read = |f: &str| std::fs::read_to_string(image.rootfs.join(f)).unwrap_or_default();
+            // A symlink could point out of the image (at the host's own files): not followed.
+            let read = |f: &str| {
+                let path = image.rootfs.join(f);
+                match std::fs::symlink_metadata(&path) {
+                    Ok(m) if m.is_file() => std::fs::read_to_string(&path).unwrap_or_default(),
+                    _ => String::new(),
+                }
+            };
             let identity = spec::Identity {
                 namespace: &replica.key.namespace,
                 pod: &replica.name,
@@ -303,11 +310,11 @@ impl ContainerLauncher {
                 configuration: &spec.configuration,
                 revision: &replica.key.name,
             };
-            // Sidecars see the serving container's port in PORT too, as in Knative.
+            // PORT is the serving container's alone, as in Knative.
             let plan = spec::plan(
                 c,
                 &image.config,
-                port,
+                (c.name == serving.name).then_some(port),
                 &identity,
                 &read("etc/passwd"),
                 &read("etc/group"),

@@ -53,8 +53,11 @@ fn config_error(message: String) -> Failure {
 ///   ENTRYPOINT + `args` (`kubelet/kuberuntime`'s `makeCommandAndArgs`, containerd's
 ///   `WithProcessArgs`). `$(VAR)` in `command` and `args` expands against the container's
 ///   env, not the image's (the kubelet never sees the image env).
-/// - env: the image's `Env` (with containerd's default `PATH` when it has none), then `PORT`,
-///   `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION`, then the container's `env`.
+/// - env: the image's `Env` (with containerd's default `PATH` when it has none), then the
+///   container's `env`, then `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` and, for the
+///   serving container only, `PORT`, in the order Knative's `makeContainer` and
+///   `makeServingContainer` (`pkg/reconciler/revision/resources/deploy.go`) append them; so
+///   `$(PORT)` expands in `command` and `args` but not in `env`, as on a cluster.
 /// - cwd: `workingDir`, else the image's `WorkingDir`, else `/`.
 /// - user: `securityContext.runAsUser`/`runAsGroup` over the image's `User`; `runAsNonRoot`
 ///   refuses root as `kubelet/kuberuntime/security_context_others.go` (`verifyRunAsNonRoot`)
@@ -62,18 +65,21 @@ fn config_error(message: String) -> Failure {
 pub(crate) fn plan(
     c: &Container,
     image: &ImageConfig,
-    port: u16,
+    port: Option<u16>,
     id: &Identity<'_>,
     passwd: &str,
     group: &str,
 ) -> Result<Plan, Failure> {
-    let k_id = expand::Identity {
-        service: id.service,
-        configuration: id.configuration,
-        revision: id.revision,
-    };
-    // No host variables pass through into a container.
-    let (k8s_env, _skipped) = expand::environment(c, port, &k_id, |_| None);
+    // No host variables pass through into a container. (`valueFrom` entries are named in
+    // the platform's warning.)
+    let mut k8s_env = Vec::new();
+    let _skipped = expand::push_container_env(&mut k8s_env, c);
+    k8s_env.push(("K_SERVICE".into(), id.service.into()));
+    k8s_env.push(("K_CONFIGURATION".into(), id.configuration.into()));
+    k8s_env.push(("K_REVISION".into(), id.revision.into()));
+    if let Some(port) = port {
+        k8s_env.push(("PORT".into(), port.to_string()));
+    }
     let expanded = expand::argv(c, &k8s_env);
     let (command, args) = expanded.split_at(c.command.len());
     let argv: Vec<String> = if !command.is_empty() {
@@ -530,7 +536,7 @@ mod tests {
             let p = plan(
                 &container(command, args),
                 &image(&["/ep", "-x"], &["cmd1"], None),
-                8080,
+                Some(8080),
                 &id(),
                 "",
                 "",
@@ -545,7 +551,7 @@ mod tests {
         let p = plan(
             &container(&[], &[]),
             &image(&["/ep"], &[], None),
-            8080,
+            Some(8080),
             &id(),
             "",
             "",
@@ -556,20 +562,36 @@ mod tests {
             [
                 "PATH=/app/bin",
                 "LANG=C.UTF-8",
-                "PORT=8080",
+                // Neither PORT (appended after it by Knative) nor the image's PATH (the
+                // kubelet never sees it) expand in the container's env.
+                "GREETING=hi on $(PORT) $(PATH)",
                 "K_SERVICE=hello",
                 "K_CONFIGURATION=hello",
                 "K_REVISION=hello-00001",
-                // The image's PATH is not visible to $(VAR) expansion, as in Kubernetes.
-                "GREETING=hi on 8080 $(PATH)",
+                "PORT=8080",
             ]
+        );
+        // A sidecar gets the K_* variables but no PORT.
+        let sidecar = plan(
+            &container(&[], &[]),
+            &image(&["/ep"], &[], None),
+            None,
+            &id(),
+            "",
+            "",
+        )
+        .unwrap();
+        assert!(
+            !sidecar.env.iter().any(|e| e.starts_with("PORT=")),
+            "{:?}",
+            sidecar.env
         );
         assert_eq!(p.cwd, "/app");
         let mut c = container(&[], &[]);
         c.working_dir = "/data".into();
         let mut img = image(&["/ep"], &[], None);
         img.env.clear();
-        let p = plan(&c, &img, 9000, &id(), "", "").unwrap();
+        let p = plan(&c, &img, Some(9000), &id(), "", "").unwrap();
         assert_eq!((p.env[0].as_str(), p.cwd.as_str()), (DEFAULT_PATH, "/data"));
     }
 
@@ -646,7 +668,7 @@ mod tests {
         for (what, user, ctx, want) in cases {
             let mut c = container(&["/a"], &[]);
             c.security_context = Some(ctx);
-            let got = plan(&c, &image(&[], &[], user), 8080, &id(), passwd, "")
+            let got = plan(&c, &image(&[], &[], user), Some(8080), &id(), passwd, "")
                 .map(|p| (p.uid, p.gid))
                 .map_err(|f| {
                     assert_eq!(f.reason, "CreateContainerConfigError");
@@ -661,7 +683,7 @@ mod tests {
         let err = plan(
             &container(&[], &[]),
             &image(&[], &[], None),
-            8080,
+            Some(8080),
             &id(),
             "",
             "",
@@ -721,7 +743,7 @@ mod tests {
         let p = plan(
             &container(&["/a"], &[]),
             &image(&[], &[], None),
-            8080,
+            Some(8080),
             &id(),
             "",
             "",
