@@ -219,6 +219,7 @@ pub fn crashed_replica(name: &str, code: i32, message: &str) -> ReplicaStatus {
     ReplicaStatus {
         restarts: 1,
         last_exit: Some(ExitInfo {
+            reason: None,
             code: Some(code),
             signal: None,
             message: message.to_owned(),

@@ -3,16 +3,23 @@
 //! The revision reconciler (with the count the autoscaler publishes) only ever says "this
 //! revision should have N replicas" ([`Platform::scale`]) and reads back what exists
 //! ([`Platform::replicas`]); the platform converges in the background and announces every
-//! change on [`Platform::changes`]. The embedded default is [`process::ProcessPlatform`]:
-//! each replica is a local process group on its own loopback port. A container backend and
-//! a Kubernetes backend come later behind the same trait.
+//! change on [`Platform::changes`]. [`process::ProcessPlatform`] implements it with one
+//! supervisor and two launchers (`process/launch.rs`): [`ProcessPlatform::new`]'s replicas
+//! are local process groups on loopback ports of their own; those of
+//! [`ProcessPlatform::containers`] are pod-like sandboxes run with `runc` (`container/`),
+//! whose images come through the [`container::ImageProvider`] seam. A Kubernetes backend
+//! comes later behind the same trait.
 //!
-//! Start with [`Platform`], then `process/mod.rs`.
+//! Start with [`Platform`], then `process/mod.rs`, `process/launch.rs` and `container/mod.rs`.
+//!
+//! [`ProcessPlatform::new`]: process::ProcessPlatform::new
+//! [`ProcessPlatform::containers`]: process::ProcessPlatform::containers
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
 use wisp_api::serving::{Container, PodSpec};
 
+pub mod container;
 pub mod process;
 
 /// Identifies a revision: namespace and name.
@@ -87,6 +94,9 @@ pub struct ExitInfo {
     pub code: Option<i32>,
     /// Signal number when killed by a signal.
     pub signal: Option<i32>,
+    /// Why, when the kernel said more than the status: Kubernetes' `OOMKilled` for a
+    /// container its cgroup's memory limit killed.
+    pub reason: Option<String>,
     /// The last lines the process wrote (stdout and stderr), like Kubernetes'
     /// `FallbackToLogsOnError` termination message.
     pub message: String,

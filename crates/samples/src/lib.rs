@@ -1,5 +1,5 @@
 //! Sample workloads used by the docs, tests and benchmarks, each a tiny HTTP server on
-//! `127.0.0.1:$PORT` (HTTP/1.1 and h2c on the same port), like Knative's samples:
+//! `127.0.0.1:$PORT` (`$HOST:$PORT` when HOST is set) (HTTP/1.1 and h2c on the same port), like Knative's samples:
 //!
 //! - `hello` answers `Hello <TARGET>!` (TARGET from the environment, default `World`).
 //! - `autoscale` burns what its query asks for: `sleep=MS`, `prime=N`, `bloat=MB`, like
@@ -22,7 +22,9 @@ use hyper_util::{
 /// A response body.
 pub type Body = Full<Bytes>;
 
-/// The address to listen on: `127.0.0.1:$PORT` (8080 when PORT is unset, as in Knative).
+/// The address to listen on: `$HOST:$PORT`, by default `127.0.0.1:8080` (8080 as in
+/// Knative). A replica in a container sets `HOST=0.0.0.0`, so that the data plane reaches it
+/// on its sandbox's address, as Knative's samples listen on every interface.
 pub fn listen_addr() -> Result<SocketAddr, String> {
     let port = match std::env::var("PORT") {
         Ok(p) => p
@@ -30,7 +32,13 @@ pub fn listen_addr() -> Result<SocketAddr, String> {
             .map_err(|_| format!("PORT={p:?} is not a port number"))?,
         Err(_) => 8080,
     };
-    Ok(SocketAddr::from(([127, 0, 0, 1], port)))
+    let host = match std::env::var("HOST") {
+        Ok(h) => h
+            .parse::<std::net::IpAddr>()
+            .map_err(|_| format!("HOST={h:?} is not an IP address"))?,
+        Err(_) => std::net::IpAddr::from([127, 0, 0, 1]),
+    };
+    Ok(SocketAddr::from((host, port)))
 }
 
 /// A plain-text response.

@@ -157,9 +157,16 @@ fn exit_condition(exit: &wisp_runtime::ExitInfo) -> (String, String) {
     // Kubernetes reports a death by signal as exit code 128 + signal.
     let code = exit.code.or(exit.signal.map(|s| 128 + s)).unwrap_or(0);
     let message = if code == 0 && exit.message.is_empty() {
-        "container exited with no error"
+        "container exited with no error".to_string()
     } else {
-        exit.message.as_str()
+        exit.message.clone()
+    };
+    // Knative's reason is the exit code; the kernel's verdict (`OOMKilled`, as the kubelet
+    // reports a container its memory limit killed) leads the message so it is not lost.
+    let message = match &exit.reason {
+        Some(reason) if message.is_empty() => reason.clone(),
+        Some(reason) => format!("{reason}: {message}"),
+        None => message,
     };
     (
         format!("ExitCode{code}"),
@@ -455,6 +462,7 @@ mod tests {
     fn signalled(name: &str, signal: i32) -> ReplicaStatus {
         ReplicaStatus {
             last_exit: Some(ExitInfo {
+                reason: None,
                 code: None,
                 signal: Some(signal),
                 message: "killed".into(),
@@ -579,6 +587,33 @@ mod tests {
                 ready: (False, "ExitCode137", "Container failed with: killed"),
                 resources: deploying,
                 healthy: (False, "ExitCode137", "Container failed with: killed"),
+                active: queued,
+                requeue: None,
+            },
+            Case {
+                what: "killed for memory: the kernel's reason leads the message",
+                replicas: vec![ReplicaStatus {
+                    last_exit: Some(ExitInfo {
+                        reason: Some("OOMKilled".into()),
+                        code: None,
+                        signal: Some(9),
+                        message: "allocating".into(),
+                    }),
+                    ..replica("r1", ReplicaPhase::BackOff)
+                }],
+                desired: 1,
+                age: 20,
+                ready: (
+                    False,
+                    "ExitCode137",
+                    "Container failed with: OOMKilled: allocating",
+                ),
+                resources: deploying,
+                healthy: (
+                    False,
+                    "ExitCode137",
+                    "Container failed with: OOMKilled: allocating",
+                ),
                 active: queued,
                 requeue: None,
             },

@@ -40,11 +40,22 @@ pub(crate) fn environment(
     env.push(("K_SERVICE".into(), id.service.into()));
     env.push(("K_CONFIGURATION".into(), id.configuration.into()));
     env.push(("K_REVISION".into(), id.revision.into()));
+    let skipped = push_container_env(&mut env, container);
+    (env, skipped)
+}
+
+/// Appends the container's `env` to `env`, each value's `$(VAR)` references expanded
+/// against what comes before it (as the kubelet does); returns the names of the entries
+/// with `valueFrom`, which are skipped.
+pub(crate) fn push_container_env(
+    env: &mut Vec<(String, String)>,
+    container: &Container,
+) -> Vec<String> {
     let mut skipped = Vec::new();
     for var in &container.env {
         match &var.value {
             Some(value) => {
-                let expanded = expand(value, |name| lookup(&env, name));
+                let expanded = expand(value, |name| lookup(env, name));
                 env.push((var.name.clone(), expanded));
             }
             // Kubernetes treats a missing value as the empty string.
@@ -52,7 +63,7 @@ pub(crate) fn environment(
             None => skipped.push(var.name.clone()),
         }
     }
-    (env, skipped)
+    skipped
 }
 
 /// The argv of a replica: `command` followed by `args`, each expanded against `env`.

@@ -19,8 +19,9 @@
 //!   ([`PASS_THROUGH`]); then `PORT`, `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` and the
 //!   container's `env` (literal values; `valueFrom` is skipped with a warning). `$(VAR)`
 //!   references in `env`, `command` and `args` are expanded as Kubernetes does ([`expand`]).
-//! - **Images.** There is no container runtime here: a container with an `image` but no
-//!   `command` is reported with the failure `ContainerMissing` and nothing starts.
+//! - **Images.** The process launcher runs no images: a container with an `image` but no
+//!   `command` is reported with the failure `ContainerMissing` and nothing starts (the
+//!   container launcher, `crate::container`, runs them).
 //! - **Crash loops** back off from 1 s to 30 s rather than from 10 s to 5 min (see
 //!   `backoff.rs`); an exit with code 0 is a crash too, since a serving container must not
 //!   exit.
@@ -39,17 +40,19 @@
 
 mod backoff;
 pub mod expand;
+mod host;
+pub(crate) mod launch;
 mod logs;
-mod probe;
+pub(crate) mod probe;
 mod records;
 mod supervisor;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::{
     collections::{BTreeMap, HashMap, HashSet},
     future::Future,
-    net::{Ipv4Addr, SocketAddr, TcpListener},
+    net::{Ipv4Addr, SocketAddr},
     path::{Path, PathBuf},
     pin::Pin,
     sync::{Arc, Mutex},
@@ -61,11 +64,13 @@ use tokio::{
     sync::{broadcast, watch},
     task::JoinSet,
 };
-use wisp_api::serving::{Container, PodSpec};
 
 pub use self::expand::PASS_THROUGH;
+pub use self::host::left_out;
+#[cfg(test)]
+use self::host::{PORT_ATTEMPTS, port_not_in};
 pub use self::probe::USER_AGENT;
-use self::{logs::RevisionLogs, supervisor::Replica};
+use self::{host::ProcessLauncher, launch::Launcher, logs::RevisionLogs, supervisor::Replica};
 use crate::{Failure, LogLine, Platform, ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
 
 /// Tunables of the process runtime. The defaults suit a developer's machine.
@@ -113,7 +118,9 @@ impl Default for ProcessOptions {
     }
 }
 
-/// The process runtime. See the module docs.
+/// The platform that supervises replicas on this machine: the process runtime (see the
+/// module docs) with [`ProcessPlatform::new`], the container runtime with
+/// [`ProcessPlatform::containers`] (see `container/mod.rs`).
 ///
 /// Replicas are stopped by [`Platform::shutdown`], not by dropping the platform: its tasks
 /// keep running (and the processes with them) until the tokio runtime ends, after which the
@@ -134,6 +141,8 @@ impl std::fmt::Debug for ProcessPlatform {
 /// Shared by the platform handle and the supervising tasks.
 pub(crate) struct Inner {
     options: ProcessOptions,
+    /// What runs the replicas: host processes or containers.
+    launcher: Arc<dyn Launcher>,
     state_dir: PathBuf,
     state: Mutex<State>,
     logs: Mutex<HashMap<RevisionKey, RevisionLogs>>,
@@ -200,119 +209,6 @@ pub enum RuntimeError {
     },
 }
 
-/// Why a revision cannot run here, if it cannot: the process platform runs the serving
-/// container's `command`, so it needs that container and that command.
-fn failure(spec: &ReplicaSpec) -> Option<Failure> {
-    let Some(c) = spec.serving_container() else {
-        return Some(Failure {
-            reason: "ContainerMissing".into(),
-            message: "the revision has no container to run".into(),
-        });
-    };
-    if !c.command.is_empty() {
-        return None;
-    }
-    let message = if c.image.is_empty() {
-        "the container has no `command` to run".to_string()
-    } else {
-        format!(
-            "wisp's process runtime runs a container's `command`; image {:?} needs a container \
-             runtime, which this wisp does not have: set `command` to the program to run",
-            c.image
-        )
-    };
-    Some(Failure {
-        reason: "ContainerMissing".into(),
-        message,
-    })
-}
-
-/// The parts of a revision's pod the process platform runs without, named for the log: it
-/// runs one process, the serving container's `command`, with its env, working directory and
-/// probes, on the host as wisp's user. Empty when it runs the whole pod.
-pub fn left_out(pod: &PodSpec) -> Vec<String> {
-    let mut out = Vec::new();
-    let serving = pod.serving_container().map(|c| c.name.as_str());
-    let mut names = |what: &str, cs: &mut dyn Iterator<Item = &Container>| {
-        let names: Vec<&str> = cs.map(|c| c.name.as_str()).collect();
-        if !names.is_empty() {
-            out.push(format!("{what} {}", names.join(", ")));
-        }
-    };
-    names(
-        "sidecar container(s)",
-        &mut pod
-            .containers
-            .iter()
-            .filter(|c| Some(c.name.as_str()) != serving),
-    );
-    names("init container(s)", &mut pod.init_containers.iter());
-    if !pod.volumes.is_empty() {
-        let volumes: Vec<&str> = pod.volumes.iter().map(|v| v.name.as_str()).collect();
-        out.push(format!("volume(s) {}", volumes.join(", ")));
-    }
-    if !pod.service_account_name.is_empty() {
-        out.push(format!("service account {}", pod.service_account_name));
-    }
-    if pod.extra.contains_key("securityContext") {
-        out.push("the pod's securityContext".into());
-    }
-    if let Some(c) = pod.serving_container() {
-        if c.security_context.is_some() {
-            out.push(format!("container {}'s securityContext", c.name));
-        }
-        if !c.volume_mounts.is_empty() {
-            out.push(format!("container {}'s volumeMounts", c.name));
-        }
-    }
-    out
-}
-
-fn warn_left_out(spec: &ReplicaSpec) {
-    let left_out = left_out(&spec.pod);
-    if !left_out.is_empty() {
-        tracing::warn!(
-            revision = %spec.key,
-            "the process platform runs only the serving container's command; left out: {}",
-            left_out.join("; ")
-        );
-    }
-}
-
-/// A free loopback port: bound and released at once. Another process could take it in
-/// between (a replica that then fails to bind crashes and is restarted on the same port,
-/// which works once that process lets go), but never another replica of this platform:
-/// the kernel picks the port at random on each bind (50 binds in a row repeated a port in
-/// 32 of 400 trials here), and a replica restarted on a port its sibling holds can never
-/// bind it.
-fn free_port(taken: &HashSet<u16>) -> std::io::Result<u16> {
-    port_not_in(taken, || {
-        Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
-            .local_addr()?
-            .port())
-    })
-}
-
-/// The first port from `candidates` not in `taken`, within [`PORT_ATTEMPTS`] tries.
-fn port_not_in(
-    taken: &HashSet<u16>,
-    mut candidates: impl FnMut() -> std::io::Result<u16>,
-) -> std::io::Result<u16> {
-    for _ in 0..PORT_ATTEMPTS {
-        let port = candidates()?;
-        if !taken.contains(&port) {
-            return Ok(port);
-        }
-    }
-    Err(std::io::Error::new(
-        std::io::ErrorKind::AddrInUse,
-        format!("{PORT_ATTEMPTS} ports in a row were already held by other replicas"),
-    ))
-}
-
-/// How many kernel-chosen ports [`free_port`] tries before giving up.
-const PORT_ATTEMPTS: usize = 64;
-
 impl ProcessPlatform {
     /// Creates the platform. `state_dir` holds pid records (for cleanup after a crash of
     /// wisp itself) and nothing else; it is created if missing. Replicas left running by
@@ -330,8 +226,29 @@ impl ProcessPlatform {
             path: state_dir.to_path_buf(),
             source,
         })?;
+        let launcher = ProcessLauncher {
+            state_dir: state_dir.to_path_buf(),
+            cleanup_grace: options.cleanup_grace,
+        };
+        Ok(Self::with_launcher(
+            runtime,
+            state_dir,
+            Arc::new(launcher),
+            options,
+        ))
+    }
+
+    /// A platform whose replicas `launcher` runs; everything else (scaling, supervision,
+    /// probes, logs) is shared by every backend.
+    pub(crate) fn with_launcher(
+        runtime: Handle,
+        state_dir: &Path,
+        launcher: Arc<dyn Launcher>,
+        options: ProcessOptions,
+    ) -> Arc<ProcessPlatform> {
         let (cleaned_tx, cleaned_up) = watch::channel(false);
         let inner = Arc::new(Inner {
+            launcher,
             state_dir: state_dir.to_path_buf(),
             state: Mutex::default(),
             logs: Mutex::default(),
@@ -341,12 +258,12 @@ impl ProcessPlatform {
             cleaned_up,
             options,
         });
-        let (dir, grace) = (inner.state_dir.clone(), inner.options.cleanup_grace);
+        let launcher = inner.launcher.clone();
         inner.spawn(async move {
-            records::clean_up(dir, grace).await;
+            launcher.clean_up().await;
             let _ = cleaned_tx.send(true);
         });
-        Ok(Arc::new(ProcessPlatform { inner }))
+        Arc::new(ProcessPlatform { inner })
     }
 
     /// Resolves once replicas left by an earlier run have been stopped.
@@ -434,11 +351,11 @@ impl Inner {
             }
             // Every port a replica of this platform holds (stopping ones too), so that a
             // new replica never gets one of them.
-            let mut taken: HashSet<u16> = state
+            let mut taken: HashSet<SocketAddr> = state
                 .revisions
                 .values()
                 .flat_map(|r| r.replicas.values())
-                .map(|e| e.status.address.port())
+                .map(|e| e.status.address)
                 .collect();
             // Once per revision (and spec): say what of its pod does not run here.
             if state
@@ -446,7 +363,14 @@ impl Inner {
                 .get(&spec.key)
                 .is_none_or(|r| *r.spec != *spec)
             {
-                warn_left_out(spec);
+                let left_out = self.launcher.left_out(&spec.pod);
+                if !left_out.is_empty() {
+                    tracing::warn!(
+                        revision = %spec.key,
+                        "this platform runs the revision without: {}",
+                        left_out.join("; ")
+                    );
+                }
             }
             let rev = state
                 .revisions
@@ -473,7 +397,7 @@ impl Inner {
             }
             rev.removing = false;
             rev.desired = replicas;
-            rev.failure = failure(spec);
+            rev.failure = self.launcher.failure(spec);
             if rev.failure.is_none() {
                 changed |= self.converge(&mut state.next_id, rev, &spec.key, &mut taken);
             }
@@ -491,7 +415,7 @@ impl Inner {
         next_id: &mut u64,
         rev: &mut Revision,
         key: &RevisionKey,
-        taken: &mut HashSet<u16>,
+        taken: &mut HashSet<SocketAddr>,
     ) -> bool {
         let mut active: Vec<(u32, u64)> = rev
             .replicas
@@ -513,13 +437,13 @@ impl Inner {
             let index = (1..)
                 .find(|i| rev.replicas.values().all(|r| r.index != *i))
                 .unwrap_or(u32::MAX);
-            let port = match free_port(taken) {
-                Ok(port) => {
-                    taken.insert(port);
-                    port
+            let address = match self.launcher.address(&rev.spec, taken) {
+                Ok(address) => {
+                    taken.insert(address);
+                    address
                 }
                 Err(e) => {
-                    tracing::error!(revision = %key, "no free loopback port for a replica: {e}");
+                    tracing::error!(revision = %key, "no free address for a replica: {e}");
                     break;
                 }
             };
@@ -533,7 +457,7 @@ impl Inner {
                     index,
                     status: ReplicaStatus {
                         name: name.clone(),
-                        address: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+                        address,
                         phase: ReplicaPhase::Starting,
                         restarts: 0,
                         last_exit: None,
@@ -549,7 +473,7 @@ impl Inner {
                 id,
                 name,
                 spec: rev.spec.clone(),
-                port,
+                address,
             };
             self.spawn(replica.supervise(stop_rx));
             changed = true;
@@ -647,6 +571,7 @@ impl Inner {
         // Every replica's task stops its process (in parallel) and removes its record.
         let mut tasks = std::mem::take(&mut *lock(&self.tasks));
         while tasks.join_next().await.is_some() {}
+        self.launcher.shutdown().await;
     }
 }
 

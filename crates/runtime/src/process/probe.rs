@@ -25,7 +25,7 @@
 //! with its environment.
 
 use std::{
-    convert::Infallible, net::Ipv4Addr, path::PathBuf, process::Stdio, sync::Arc, time::Duration,
+    convert::Infallible, net::SocketAddr, path::PathBuf, process::Stdio, sync::Arc, time::Duration,
 };
 
 use tokio::{
@@ -174,9 +174,15 @@ impl Probes {
 /// What a probe attempt runs against.
 #[derive(Clone, Debug)]
 pub(crate) struct Target {
-    pub port: u16,
+    /// Where HTTP and TCP probes connect: the replica's address (its loopback port, or its
+    /// sandbox's IP and container port).
+    pub address: SocketAddr,
     pub env: Arc<[(String, String)]>,
     pub working_dir: Option<PathBuf>,
+    /// Runs exec probes inside a sandbox: the probe's command is appended to this argv
+    /// (`runc exec <id>`), which then runs with wisp's own environment (the container's
+    /// comes from its runtime spec). Empty: the probe runs on the host with `env`.
+    pub exec_prefix: Arc<[String]>,
 }
 
 /// Consecutive successes and failures of a probe.
@@ -215,8 +221,8 @@ pub(crate) async fn attempt(
 ) -> Result<(), String> {
     let run = async {
         match action {
-            Action::Tcp => connect(target.port).await.map(drop),
-            Action::Http { path, headers } => http_get(target.port, path, headers).await,
+            Action::Tcp => connect(target.address).await.map(drop),
+            Action::Http { path, headers } => http_get(target.address, path, headers).await,
             Action::Exec { argv } => exec(argv, target).await,
         }
     };
@@ -226,21 +232,25 @@ pub(crate) async fn attempt(
     }
 }
 
-async fn connect(port: u16) -> Result<TcpStream, String> {
-    TcpStream::connect((Ipv4Addr::LOCALHOST, port))
+async fn connect(address: SocketAddr) -> Result<TcpStream, String> {
+    TcpStream::connect(address)
         .await
-        .map_err(|e| format!("dial tcp 127.0.0.1:{port}: {e}"))
+        .map_err(|e| format!("dial tcp {address}: {e}"))
 }
 
 /// A minimal HTTP/1.1 GET: only the status line matters, so there is no need for a full
 /// client. `Connection: close` keeps the server from waiting for a next request.
-async fn http_get(port: u16, path: &str, headers: &[(String, String)]) -> Result<(), String> {
-    let mut stream = connect(port).await?;
+async fn http_get(
+    address: SocketAddr,
+    path: &str,
+    headers: &[(String, String)],
+) -> Result<(), String> {
+    let mut stream = connect(address).await?;
     let clean = |s: &str| !s.contains(['\r', '\n']);
     let has = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     let mut req = format!("GET {path} HTTP/1.1\r\n");
     if !has("host") {
-        req.push_str(&format!("Host: 127.0.0.1:{port}\r\n"));
+        req.push_str(&format!("Host: {address}\r\n"));
     }
     if !has("user-agent") {
         req.push_str(&format!("User-Agent: {USER_AGENT}\r\n"));
@@ -295,19 +305,28 @@ pub(crate) fn status_code(response: &[u8]) -> Option<u16> {
 }
 
 async fn exec(argv: &[String], target: &Target) -> Result<(), String> {
-    let Some((program, args)) = argv.split_first() else {
+    if argv.is_empty() {
+        return Err("exec probe has no command".into());
+    }
+    let full: Vec<&String> = target.exec_prefix.iter().chain(argv).collect();
+    let Some((program, args)) = full.split_first() else {
         return Err("exec probe has no command".into());
     };
     let mut cmd = tokio::process::Command::new(program);
-    cmd.args(args)
-        .env_clear()
-        .envs(target.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
+    cmd.args(args);
+    if target.exec_prefix.is_empty() {
+        cmd.env_clear().envs(target.env.iter().map(|(k, v)| (k, v)));
+    }
+    cmd.stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         // A probe that outlives its timeout is killed when the attempt is dropped.
         .kill_on_drop(true);
-    if let Some(dir) = &target.working_dir {
+    if let Some(dir) = target
+        .working_dir
+        .as_ref()
+        .filter(|_| target.exec_prefix.is_empty())
+    {
         cmd.current_dir(dir);
     }
     let status = cmd
@@ -415,7 +434,7 @@ async fn readiness_loop(
         let now = readiness(ready, streak, t);
         if now != ready {
             if let Err(e) = &result {
-                tracing::info!(port = target.port, "readiness probe failed: {e}");
+                tracing::info!(address = %target.address, "readiness probe failed: {e}");
             }
             ready = now;
             been_ready |= now;

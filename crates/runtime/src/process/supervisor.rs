@@ -1,4 +1,5 @@
-//! The task that owns one replica: starts its process, reads its output, probes it,
+//! The task that owns one replica, whatever runs it (a [`Launcher`](super::launch::Launcher)):
+//! prepares its sandbox, starts it, reads its output, probes it,
 //! restarts it after a crash (with back-off) or a failed liveness probe, and stops it.
 //!
 //! Everything about a replica's process happens in this one task, so there is no shared
@@ -8,25 +9,25 @@
 
 use std::{
     collections::VecDeque,
-    os::unix::process::ExitStatusExt,
-    process::{ExitStatus, Stdio},
+    net::SocketAddr,
     sync::{Arc, Mutex},
     time::Duration,
 };
 
-use nix::{
-    sys::signal::{Signal, killpg},
-    unistd::Pid,
-};
+use nix::sys::signal::Signal;
 use tokio::{
     io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader},
-    process::{Child, Command},
     sync::watch,
     task::JoinHandle,
     time::{Instant, sleep, timeout},
 };
 
-use super::{Inner, backoff::Backoff, expand, lock, probe, records};
+use super::{
+    Inner,
+    backoff::Backoff,
+    launch::{Exit, Launched, ReplicaInfo, Running, Sandbox},
+    lock, probe,
+};
 use crate::{ExitInfo, LogLine, ReplicaPhase, ReplicaSpec, RevisionKey};
 
 /// Lines longer than this are split, so that a process writing without newlines cannot
@@ -45,7 +46,7 @@ pub(crate) struct Replica {
     pub id: u64,
     pub name: String,
     pub spec: Arc<ReplicaSpec>,
-    pub port: u16,
+    pub address: SocketAddr,
 }
 
 /// How one run of the process ended.
@@ -69,38 +70,47 @@ impl Replica {
             _ = cleaned_up.wait_for(|d| *d) => {}
             _ = stop_requested(&mut stop) => {}
         }
-        // `scale` starts no replica of a spec without a serving container (its failure).
-        let Some(c) = self.spec.serving_container() else {
-            return;
+        let probes = match self.spec.serving_container() {
+            Some(c) => probe::Probes::of(c),
+            // `scale` starts no replica of a spec without a serving container (its failure).
+            None => return self.inner.finish(&self.key, self.id, &self.name).await,
         };
-        let id = expand::Identity {
-            service: &self.spec.service,
-            configuration: &self.spec.configuration,
-            revision: &self.key.name,
-        };
-        let (env, skipped) = expand::environment(c, self.port, &id, |n| std::env::var(n).ok());
-        if !skipped.is_empty() {
-            tracing::warn!(
-                revision = %self.key,
-                "env {skipped:?} use valueFrom, which the process runtime cannot resolve: skipped"
-            );
-        }
-        let argv = expand::argv(c, &env);
-        let target = probe::Target {
-            port: self.port,
-            env: env.into(),
-            working_dir: (!c.working_dir.is_empty()).then(|| c.working_dir.clone().into()),
-        };
-        let probes = probe::Probes::of(c);
         let opts = &self.inner.options;
         let mut backoff = Backoff::new(opts.backoff_initial, opts.backoff_max, opts.backoff_reset);
+        let mut sandbox: Option<Box<dyn Sandbox>> = None;
         let mut restarted = false;
         while !*stop.borrow() {
             let started = Instant::now();
-            match self
-                .run_once(&argv, &target, &probes, restarted, &mut stop)
-                .await
-            {
+            let end = match &sandbox {
+                Some(sandbox) => {
+                    self.run_once(&**sandbox, &probes, restarted, &mut stop)
+                        .await
+                }
+                None => match self.inner.launcher.sandbox(self.info()).await {
+                    Ok(created) => {
+                        self.update(|s| s.failure = None);
+                        sandbox = Some(created);
+                        continue;
+                    }
+                    Err(failure) => {
+                        tracing::warn!(
+                            revision = %self.key,
+                            replica = %self.name,
+                            "cannot prepare the replica: {}: {}",
+                            failure.reason,
+                            failure.message
+                        );
+                        self.update(|s| s.failure = Some(failure));
+                        let delay = backoff.next_delay(started.elapsed());
+                        tokio::select! {
+                            _ = sleep(delay) => {}
+                            _ = stop_requested(&mut stop) => break,
+                        }
+                        continue;
+                    }
+                },
+            };
+            match end {
                 End::Stopped => break,
                 End::Exited(exit) => {
                     let delay = backoff.next_delay(started.elapsed());
@@ -109,6 +119,7 @@ impl Replica {
                         replica = %self.name,
                         code = ?exit.code,
                         signal = ?exit.signal,
+                        reason = ?exit.reason,
                         "replica exited; restarting in {delay:?}"
                     );
                     self.update(|s| {
@@ -123,61 +134,44 @@ impl Replica {
                 }
             }
         }
+        if let Some(sandbox) = sandbox {
+            sandbox.remove().await;
+        }
         self.inner.finish(&self.key, self.id, &self.name).await;
+    }
+
+    fn info(&self) -> ReplicaInfo {
+        ReplicaInfo {
+            key: self.key.clone(),
+            name: self.name.clone(),
+            spec: self.spec.clone(),
+            address: self.address,
+        }
     }
 
     async fn run_once(
         &self,
-        argv: &[String],
-        target: &probe::Target,
+        sandbox: &dyn Sandbox,
         probes: &probe::Probes,
         restarted: bool,
         stop: &mut watch::Receiver<bool>,
     ) -> End {
-        let Some((program, args)) = argv.split_first() else {
-            // scale() never starts a replica without a command; be defensive anyway.
-            return End::Exited(start_error("the container has no command".into()));
-        };
-        let mut cmd = Command::new(program);
-        cmd.args(args)
-            .env_clear()
-            .envs(target.env.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Its own group, so that stopping it reaches everything it started.
-            .process_group(0)
-            // Stopping is explicit and graceful; dropping a handle must not SIGKILL.
-            .kill_on_drop(false);
-        if let Some(dir) = &target.working_dir {
-            cmd.current_dir(dir);
-        }
-        let spawned = cmd.spawn();
+        let launched = sandbox.start().await;
         self.update(|s| {
             s.phase = ReplicaPhase::Starting;
             if restarted {
                 s.restarts += 1;
             }
         });
-        let mut child = match spawned {
-            Ok(child) => child,
-            Err(e) => return End::Exited(start_error(format!("starting {program:?}: {e}"))),
-        };
-        let Some(pid) = child.id().map(|p| p as i32) else {
-            return End::Exited(start_error("the process vanished at start".into()));
+        let Launched { outputs, mut run } = match launched {
+            Ok(launched) => launched,
+            Err(message) => return End::Exited(start_error(message)),
         };
         let tail = Arc::new(Mutex::new(VecDeque::new()));
-        let readers = [
-            child
-                .stdout
-                .take()
-                .map(|p| self.read_output("stdout", p, tail.clone())),
-            child
-                .stderr
-                .take()
-                .map(|p| self.read_output("stderr", p, tail.clone())),
-        ];
-        self.write_record(pid).await;
+        let readers: Vec<JoinHandle<()>> = outputs
+            .into_iter()
+            .map(|(stream, pipe)| self.read_output(stream, pipe, tail.clone()))
+            .collect();
 
         let report = |ready: bool| {
             self.set_phase(if ready {
@@ -187,60 +181,58 @@ impl Replica {
             })
         };
         enum Why {
-            Exited(std::io::Result<ExitStatus>),
+            Exited(std::io::Result<Exit>),
             Stop,
             Restart(String),
         }
+        let target = sandbox.target();
         let why = tokio::select! {
-            status = child.wait() => Why::Exited(status),
+            status = run.wait() => Why::Exited(status),
             _ = stop_requested(stop) => Why::Stop,
             reason = probe::run(probes, target, &self.inner.options, &report) => Why::Restart(reason),
         };
         let stopped = matches!(why, Why::Stop);
         let status = match why {
-            Why::Exited(status) => {
-                // Like a container, a replica ends when its main process does: whatever it
-                // left running in its group goes too.
-                let _ = killpg(Pid::from_raw(pid), Signal::SIGKILL);
-                status
-            }
-            Why::Stop => self.terminate(&mut child, pid).await,
+            Why::Exited(status) => status,
+            Why::Stop => self.terminate(&mut *run).await,
             Why::Restart(reason) => {
                 tracing::warn!(revision = %self.key, replica = %self.name, "{reason}; restarting");
                 self.set_phase(ReplicaPhase::Terminating);
-                self.terminate(&mut child, pid).await
+                self.terminate(&mut *run).await
             }
         };
+        // Before draining: output pipes close only once everything the run started is gone.
+        let reason = run.finish().await;
         let _ = timeout(DRAIN_OUTPUT, async {
-            for reader in readers.into_iter().flatten() {
+            for reader in readers {
                 let _ = reader.await;
             }
         })
         .await;
-        records::remove(&self.inner.state_dir, pid).await;
         if stopped {
             return End::Stopped;
         }
         let message = lock(&tail).iter().cloned().collect::<Vec<_>>().join("\n");
         End::Exited(match status {
-            Ok(status) => ExitInfo {
-                code: status.code(),
-                signal: status.signal(),
+            Ok(exit) => ExitInfo {
+                code: exit.code,
+                signal: exit.signal,
+                reason,
                 message,
             },
             Err(e) => ExitInfo {
                 code: None,
                 signal: None,
+                reason,
                 message: format!("waiting for the process: {e}"),
             },
         })
     }
 
-    /// SIGTERM to the group; SIGKILL once the grace period is over.
-    async fn terminate(&self, child: &mut Child, pgid: i32) -> std::io::Result<ExitStatus> {
-        let group = Pid::from_raw(pgid);
-        let _ = killpg(group, Signal::SIGTERM);
-        let status = match timeout(self.spec.grace_period, child.wait()).await {
+    /// SIGTERM; SIGKILL once the grace period is over.
+    async fn terminate(&self, run: &mut dyn Running) -> std::io::Result<Exit> {
+        run.signal(Signal::SIGTERM);
+        match timeout(self.spec.grace_period, run.wait()).await {
             Ok(status) => status,
             Err(_) => {
                 tracing::info!(
@@ -249,37 +241,16 @@ impl Replica {
                     "still running {:?} after SIGTERM: sending SIGKILL",
                     self.spec.grace_period
                 );
-                let _ = killpg(group, Signal::SIGKILL);
-                child.wait().await
+                run.signal(Signal::SIGKILL);
+                run.wait().await
             }
-        };
-        // Anything else in the group goes with the main process.
-        let _ = killpg(group, Signal::SIGKILL);
-        status
-    }
-
-    async fn write_record(&self, pid: i32) {
-        let Some(start_time) = records::start_time(pid).await else {
-            // Exited already, or no /proc: nothing could be verified on cleanup anyway.
-            return;
-        };
-        let record = records::Record {
-            pid,
-            pgid: pid,
-            start_time,
-            namespace: self.key.namespace.clone(),
-            revision: self.key.name.clone(),
-            replica: self.name.clone(),
-        };
-        if let Err(e) = records::write(&self.inner.state_dir, &record).await {
-            tracing::warn!("writing pid record for {}: {e}", self.name);
         }
     }
 
     fn read_output(
         &self,
         stream: &'static str,
-        pipe: impl AsyncRead + Unpin + Send + 'static,
+        pipe: Box<dyn AsyncRead + Unpin + Send>,
         tail: Arc<Mutex<VecDeque<String>>>,
     ) -> JoinHandle<()> {
         let (inner, key, replica) = (self.inner.clone(), self.key.clone(), self.name.clone());
@@ -344,6 +315,7 @@ fn start_error(message: String) -> ExitInfo {
     ExitInfo {
         code: Some(128),
         signal: None,
+        reason: None,
         message,
     }
 }

@@ -18,7 +18,7 @@ use wisp_api::serving::{Container, ExecAction, HttpGetAction, PodSpec, Probe, Tc
 use super::{ProcessOptions, ProcessPlatform, records};
 use crate::{Platform, ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
 
-const WAIT: Duration = Duration::from_secs(20);
+pub(crate) const WAIT: Duration = Duration::from_secs(20);
 
 fn fast() -> ProcessOptions {
     ProcessOptions {
@@ -65,7 +65,7 @@ impl Drop for Sandbox {
     }
 }
 
-fn exec_probe(cmd: &[&str]) -> Probe {
+pub(crate) fn exec_probe(cmd: &[&str]) -> Probe {
     Probe {
         exec: Some(ExecAction {
             command: cmd.iter().map(|s| s.to_string()).collect(),
@@ -108,7 +108,7 @@ fn spec(name: &str, script: &str, readiness: Probe) -> ReplicaSpec {
 
 /// Polls `replicas()` on every change (and every 100 ms, in case a receiver lagged) until
 /// `pred` accepts them.
-async fn wait_for<T>(
+pub(crate) async fn wait_for<T>(
     p: &ProcessPlatform,
     key: &RevisionKey,
     what: &str,
@@ -128,7 +128,7 @@ async fn wait_for<T>(
     }
 }
 
-fn all_ready(n: usize) -> impl Fn(&[ReplicaStatus]) -> Option<Vec<ReplicaStatus>> {
+pub(crate) fn all_ready(n: usize) -> impl Fn(&[ReplicaStatus]) -> Option<Vec<ReplicaStatus>> {
     move |r| (r.len() == n && r.iter().all(|r| r.phase == ReplicaPhase::Ready)).then(|| r.to_vec())
 }
 

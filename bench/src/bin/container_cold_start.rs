@@ -1,0 +1,296 @@
+//! `container_cold_start`: how long a container replica takes from "start" to "can take
+//! traffic", against `runc` alone in the same run (issue #22). Needs root and runc.
+//!
+//! - **runc run**: one bundle (the `hello` sample, its libraries, read-only root) in a
+//!   network namespace with a veth, made once; each run is `runc run -d` until a TCP
+//!   connect to its port succeeds (polled every 1 ms), then `runc delete -f`.
+//! - **replica**: wisp's container platform (`ProcessPlatform::containers`) with the same
+//!   rootfs as its image; each run is `scale(1)` until the replica is Ready (its TCP
+//!   readiness probe passed), then `scale(0)` until it is gone. This includes what a
+//!   replica needs beyond runc: its network namespace and veth, its overlay root, its
+//!   `/etc` files, and the first readiness probes (Knative's aggressive probing). Then the
+//!   same with containerd's default seccomp profile (`seccompProfile: RuntimeDefault`).
+//!
+//! Writes `bench/results/container-cold-start.md` (`--out`; not with `--no-write`).
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use wisp_api::serving::{Container, ContainerPort, PodSpec, SecurityContext};
+use wisp_bench::{
+    setup::{results_header, write_results},
+    stats::{Summary, Table, ms},
+};
+use wisp_runtime::{
+    Platform, ReplicaPhase, ReplicaSpec, RevisionKey,
+    container::{
+        ContainerOptions, ImageConfig, PreparedImage,
+        hostfs::{self, FixedImage},
+    },
+    process::ProcessPlatform,
+};
+
+#[derive(Parser, Debug)]
+struct Args {
+    /// Starts measured per variant.
+    #[arg(long, default_value_t = 20)]
+    runs: usize,
+    /// The app: the `hello` sample built next to this benchmark by default.
+    #[arg(long)]
+    app: Option<PathBuf>,
+    #[arg(long, default_value = "bench/results/container-cold-start.md")]
+    out: PathBuf,
+    #[arg(long)]
+    no_write: bool,
+}
+
+/// The reference namespace and its addresses (a subnet no test uses).
+const REF_NS: &str = "wcbref";
+const REF_HOST_IP: &str = "10.214.0.1/24";
+const REF_IP: &str = "10.214.0.2";
+
+fn sh(program: &str, args: &[&str]) -> anyhow::Result<()> {
+    let out = Command::new(program).args(args).output()?;
+    if !out.status.success() {
+        bail!(
+            "{program} {}: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// The reference bundle: `runc spec`'s defaults with the app, a read-only root and the
+/// reference namespace.
+fn reference_bundle(bundle: &Path, rootfs: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(bundle)?;
+    sh("runc", &["spec", "--bundle", &bundle.display().to_string()])?;
+    let path = bundle.join("config.json");
+    let mut spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
+    spec["process"]["terminal"] = false.into();
+    spec["process"]["args"] = serde_json::json!(["/hello"]);
+    spec["process"]["env"] = serde_json::json!(["PATH=/bin", "HOST=0.0.0.0", "PORT=8080"]);
+    spec["root"] = serde_json::json!({"path": rootfs, "readonly": true});
+    let namespaces = spec["linux"]["namespaces"]
+        .as_array_mut()
+        .context("runc spec has no namespaces")?;
+    for ns in namespaces.iter_mut() {
+        if ns["type"] == "network" {
+            ns["path"] = format!("/var/run/netns/{REF_NS}").into();
+        }
+    }
+    std::fs::write(&path, serde_json::to_vec_pretty(&spec)?)?;
+    Ok(())
+}
+
+fn reference_netns() -> anyhow::Result<()> {
+    let _ = sh("ip", &["netns", "del", REF_NS]);
+    sh("ip", &["netns", "add", REF_NS])?;
+    sh(
+        "ip",
+        &[
+            "link", "add", "wcbrefh", "type", "veth", "peer", "name", "eth0", "netns", REF_NS,
+        ],
+    )?;
+    sh("ip", &["addr", "add", REF_HOST_IP, "dev", "wcbrefh"])?;
+    sh("ip", &["link", "set", "wcbrefh", "up"])?;
+    for cmd in [
+        vec!["link", "set", "lo", "up"],
+        vec!["addr", "add", &format!("{REF_IP}/24"), "dev", "eth0"],
+        vec!["link", "set", "eth0", "up"],
+    ] {
+        let mut args = vec!["-n", REF_NS];
+        args.extend(cmd.iter().map(|s| &**s));
+        sh("ip", &args)?;
+    }
+    Ok(())
+}
+
+fn runc_once(root: &Path, bundle: &Path, id: &str) -> anyhow::Result<Duration> {
+    let target: SocketAddr = format!("{REF_IP}:8080").parse()?;
+    let started = Instant::now();
+    let status = Command::new("runc")
+        .arg("--root")
+        .arg(root)
+        .args(["run", "-d", "--bundle"])
+        .arg(bundle)
+        .arg(id)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()?;
+    if !status.success() {
+        bail!("runc run {id} failed: {status}");
+    }
+    let deadline = started + Duration::from_secs(10);
+    loop {
+        if std::net::TcpStream::connect_timeout(&target, Duration::from_millis(50)).is_ok() {
+            break;
+        }
+        if Instant::now() > deadline {
+            bail!("{target} never listened");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let took = started.elapsed();
+    sh(
+        "runc",
+        &["--root", &root.display().to_string(), "delete", "-f", id],
+    )?;
+    Ok(took)
+}
+
+async fn replica_once(p: &ProcessPlatform, spec: &ReplicaSpec) -> anyhow::Result<Duration> {
+    let mut changes = p.changes();
+    let started = Instant::now();
+    p.scale(spec, 1);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let r = p.replicas(&spec.key);
+        if r.first().is_some_and(|r| r.phase == ReplicaPhase::Ready) {
+            break;
+        }
+        if let Some(f) = r.first().and_then(|r| r.failure.clone()) {
+            bail!("{}: {}", f.reason, f.message);
+        }
+        if tokio::time::Instant::now() > deadline {
+            bail!("no ready replica: {r:?}");
+        }
+        let _ = tokio::time::timeout_at(deadline, changes.recv()).await;
+    }
+    let took = started.elapsed();
+    p.scale(spec, 0);
+    while !p.replicas(&spec.key).is_empty() {
+        if tokio::time::Instant::now() > deadline {
+            bail!("the replica did not stop");
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(100), changes.recv()).await;
+    }
+    Ok(took)
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let load_start = wisp_bench::procfs::loadavg();
+    if !rustix::process::geteuid().is_root() {
+        bail!("container_cold_start needs root (namespaces, cgroups) and runc");
+    }
+    let app = match &args.app {
+        Some(p) => std::path::absolute(p)?,
+        None => wisp_bench::sibling_binary("hello")?,
+    };
+    let dir = tempfile::tempdir()?;
+    let rootfs = dir.path().join("image");
+    hostfs::build(&rootfs, &[(app, "/hello")])?;
+
+    // runc alone.
+    reference_netns()?;
+    let bundle = dir.path().join("ref");
+    let root = dir.path().join("ref-runc");
+    reference_bundle(&bundle, &rootfs)?;
+    let mut runc = Vec::new();
+    for i in 0..args.runs {
+        runc.push(runc_once(&root, &bundle, &format!("ref{i}"))?);
+    }
+    let _ = sh("ip", &["netns", "del", REF_NS]);
+
+    // A replica of the container platform.
+    let mut options = ContainerOptions::new(dir.path().join("state"));
+    options.bridge = "wcb0".into();
+    options.subnet = "10.215.0.0/24".into();
+    let images = Arc::new(FixedImage(PreparedImage {
+        rootfs,
+        config: ImageConfig {
+            entrypoint: vec!["/hello".into()],
+            env: vec!["HOST=0.0.0.0".into()],
+            ..ImageConfig::default()
+        },
+    }));
+    let p = ProcessPlatform::containers(options, images)?;
+    tokio::time::timeout(Duration::from_secs(20), p.cleaned_up()).await?;
+    let spec = ReplicaSpec {
+        key: RevisionKey::new("default", "hello-00001"),
+        uid: "bench".into(),
+        configuration: "hello".into(),
+        service: "hello".into(),
+        pod: PodSpec {
+            containers: vec![Container {
+                name: "user-container".into(),
+                image: "example.com/hello".into(),
+                ports: vec![ContainerPort {
+                    container_port: 8080,
+                    ..ContainerPort::default()
+                }],
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        },
+        grace_period: Duration::from_secs(5),
+    };
+    // The same with containerd's default seccomp profile (`RuntimeDefault`).
+    let mut filtered = spec.clone();
+    filtered.key.name = "hello-00002".into();
+    filtered.pod.containers[0].security_context = Some(SecurityContext {
+        seccomp_profile: Some(serde_json::json!({"type": "RuntimeDefault"})),
+        ..SecurityContext::default()
+    });
+    let mut replica = Vec::new();
+    let mut replica_seccomp = Vec::new();
+    let mut failed = None;
+    'runs: for (spec, samples) in [(&spec, &mut replica), (&filtered, &mut replica_seccomp)] {
+        for _ in 0..args.runs {
+            match replica_once(&p, spec).await {
+                Ok(d) => samples.push(d),
+                Err(e) => {
+                    failed = Some(e);
+                    break 'runs;
+                }
+            }
+        }
+    }
+    p.shutdown().await;
+    if let Some(e) = failed {
+        return Err(e);
+    }
+
+    let mut out = results_header(
+        "Container cold start: runc alone vs a container replica",
+        &load_start,
+    );
+    out.push_str(
+        "\nEach start from nothing running, image cached (the `hello` sample and its \
+         libraries as rootfs). The replica's time includes its network namespace and veth, \
+         overlay root, `/etc` files and Knative's aggressive readiness probing.\n\n",
+    );
+    let mut table = Table::new(["variant", "runs", "min", "p50", "p95", "max"]);
+    for (name, samples) in [
+        ("`runc run -d` until the port listens", &runc),
+        ("replica `scale(1)` until Ready", &replica),
+        (
+            "the same, `seccompProfile: RuntimeDefault`",
+            &replica_seccomp,
+        ),
+    ] {
+        let s = Summary::of(samples).context("no samples")?;
+        table.row([
+            name.to_string(),
+            s.n.to_string(),
+            ms(s.min),
+            ms(s.p50),
+            ms(s.p95),
+            ms(s.max),
+        ]);
+    }
+    out.push_str(&table.render());
+    write_results(&out, &args.out, args.no_write)?;
+    Ok(())
+}

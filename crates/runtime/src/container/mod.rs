@@ -1,0 +1,784 @@
+//! The container backend: each replica is a pod-like sandbox run with `runc`.
+//!
+//! A replica gets its own network namespace with an address on a bridge this platform owns
+//! (`net.rs`), shared by all of its containers, so the app listens on its fixed
+//! `containerPort` and sidecars reach it on `localhost`, as in a pod. Each container is an
+//! OCI bundle (`spec.rs` builds `config.json`) whose root is an overlay: the image's rootfs
+//! (shared by every replica, never written) below, a fresh writable layer per run above.
+//! `runc run -d` starts it; wisp reaps its init and learns its exit (and OOM kills) from the
+//! kernel (`runc.rs`). Everything else (scaling, probes, crash back-off, graceful stop,
+//! logs) is the same supervisor the process backend uses: this module only implements its
+//! `Launcher` (`process/launch.rs`).
+//!
+//! Images come from an [`ImageProvider`]: this crate does not pull or unpack anything.
+//!
+//! Start with [`ProcessPlatform::containers`](crate::process::ProcessPlatform::containers)
+//! and [`ContainerOptions`].
+
+pub mod hostfs;
+mod net;
+mod runc;
+mod seccomp;
+mod spec;
+#[cfg(test)]
+mod tests;
+
+use std::{
+    collections::HashSet,
+    future::Future,
+    io,
+    net::{Ipv4Addr, SocketAddr},
+    path::{Path, PathBuf},
+    pin::Pin,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use nix::{
+    mount::{MntFlags, MsFlags, mount, umount2},
+    sys::signal::Signal,
+};
+use tokio::runtime::Handle;
+use wisp_api::serving::{Container, PodSpec};
+
+use self::{
+    net::Network,
+    runc::{Init, Runc},
+};
+use crate::{
+    Failure, ReplicaSpec,
+    process::{
+        ProcessOptions, ProcessPlatform,
+        launch::{BoxFut, Exit, Launched, Launcher, ReplicaInfo, Running, Sandbox},
+        lock, probe,
+    },
+};
+
+/// An image ready to run: its unpacked root filesystem (shared by every replica, never
+/// written) and the parts of its config a runtime honours.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PreparedImage {
+    pub rootfs: PathBuf,
+    pub config: ImageConfig,
+}
+
+/// The image config fields (OCI image spec `config`) a container runtime honours.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImageConfig {
+    pub entrypoint: Vec<String>,
+    pub cmd: Vec<String>,
+    /// `KEY=VALUE`.
+    pub env: Vec<String>,
+    pub working_dir: Option<String>,
+    /// `user`, `uid`, `user:group` or `uid:gid`.
+    pub user: Option<String>,
+}
+
+/// Where images come from: the image store plugs in here.
+pub trait ImageProvider: Send + Sync + 'static {
+    /// `image` is the container's image reference, or the digest it resolved to. Pulls and
+    /// unpacks if needed. A failure carries Kubernetes' reason (`ErrImagePull`, …) and is
+    /// shown on the replica; the platform retries with back-off.
+    fn prepare<'a>(
+        &'a self,
+        image: &'a str,
+    ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>>;
+}
+
+/// Tunables of the container platform.
+#[derive(Clone, Debug)]
+pub struct ContainerOptions {
+    /// Supervision (probes, back-off, logs): shared with the process runtime.
+    pub supervision: ProcessOptions,
+    /// runc's state root, bundles and sandbox files live here. One per platform.
+    pub state_dir: PathBuf,
+    /// The bridge replicas attach to; also the prefix of every namespace and veth this
+    /// platform creates (at most 8 bytes). Default `wisp0`.
+    pub bridge: String,
+    /// Private IPv4 subnet replicas get addresses from; the first host is the bridge's.
+    /// Default `10.88.0.0/16`.
+    pub subnet: String,
+    /// The runc binary. Default `runc` (looked up on `PATH`).
+    pub runc: PathBuf,
+}
+
+impl ContainerOptions {
+    pub fn new(state_dir: impl Into<PathBuf>) -> Self {
+        ContainerOptions {
+            supervision: ProcessOptions::default(),
+            state_dir: state_dir.into(),
+            bridge: "wisp0".into(),
+            subnet: "10.88.0.0/16".into(),
+            runc: "runc".into(),
+        }
+    }
+}
+
+/// Why the container platform could not be created. (A machine that cannot run
+/// containers is not an error here: every replica reports why instead.)
+#[derive(Debug, thiserror::Error)]
+pub enum ContainerError {
+    #[error("the container runtime must be created inside a tokio runtime")]
+    NoRuntime,
+    #[error("bridge name {0:?}: must be 1 to 8 letters, digits or '-'")]
+    Bridge(String),
+    #[error("subnet {0:?}: must be an IPv4 network like 10.88.0.0/16 (prefix 8 to 30)")]
+    Subnet(String),
+    #[error("state directory {}: {source}", path.display())]
+    StateDir {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl ProcessPlatform {
+    /// The container platform: replicas run as `runc` containers in sandboxes of their own
+    /// (see the module docs of `container`). Must be called inside a tokio runtime. What an
+    /// earlier run left (containers, namespaces, mounts) is removed in the background before
+    /// any replica starts. Without runc, root or namespaces, the platform is still created
+    /// and every replica reports a failure that names the fix.
+    pub fn containers(
+        options: ContainerOptions,
+        images: Arc<dyn ImageProvider>,
+    ) -> Result<Arc<ProcessPlatform>, ContainerError> {
+        let runtime = Handle::try_current().map_err(|_| ContainerError::NoRuntime)?;
+        let b = &options.bridge;
+        if b.is_empty()
+            || b.len() > net::MAX_BRIDGE_NAME
+            || !b.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-')
+        {
+            return Err(ContainerError::Bridge(b.clone()));
+        }
+        let (base, prefix) = net::parse_subnet(&options.subnet)
+            .ok_or(ContainerError::Subnet(options.subnet.clone()))?;
+        let dir = &options.state_dir;
+        std::fs::create_dir_all(dir).map_err(|source| ContainerError::StateDir {
+            path: dir.clone(),
+            source,
+        })?;
+        let binary = find_binary(&options.runc);
+        let unusable = unusable(binary.as_deref(), &options.runc);
+        let launcher = ContainerLauncher {
+            net: Network {
+                bridge: options.bridge.clone(),
+                base,
+                prefix,
+            },
+            runc: Runc {
+                binary: binary.unwrap_or_else(|| options.runc.clone()),
+                root: dir.join("runc"),
+            },
+            dir: dir.clone(),
+            images,
+            unusable: Mutex::new(unusable),
+        };
+        Ok(ProcessPlatform::with_launcher(
+            runtime,
+            dir,
+            Arc::new(launcher),
+            options.supervision,
+        ))
+    }
+}
+
+fn find_binary(name: &Path) -> Option<PathBuf> {
+    if name.components().count() > 1 {
+        return name.is_file().then(|| name.to_path_buf());
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .chain(["/usr/sbin".into(), "/sbin".into()])
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Why this machine cannot run containers, naming the fix; None if it can.
+fn unusable(binary: Option<&Path>, wanted: &Path) -> Option<Failure> {
+    let fail = |message: String| {
+        Some(Failure {
+            reason: "ContainerRuntimeUnavailable".into(),
+            message,
+        })
+    };
+    if binary.is_none() {
+        return fail(format!(
+            "the container runtime {:?} is not installed: install it (Debian: `apt-get install \
+             runc`) or run the container's `command` on the process runtime",
+            wanted.display().to_string()
+        ));
+    }
+    if !rustix::process::geteuid().is_root() {
+        return fail(
+            "running containers needs root (network namespaces, bridges, cgroups): run wisp \
+             as root"
+                .into(),
+        );
+    }
+    if !Path::new("/proc/self/ns/net").exists() || !Path::new("/proc/self/ns/pid").exists() {
+        return fail(
+            "this kernel has no network or PID namespaces (CONFIG_NET_NS, CONFIG_PID_NS): \
+             containers cannot run here"
+                .into(),
+        );
+    }
+    // runc reparents each container's init to wisp; wisp must be able to reap it.
+    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+        return fail(format!("cannot become a child subreaper (prctl): {e}"));
+    }
+    None
+}
+
+struct ContainerLauncher {
+    net: Network,
+    runc: Runc,
+    dir: PathBuf,
+    images: Arc<dyn ImageProvider>,
+    /// Set when the machine cannot run containers (at creation, or when the network could
+    /// not be set up).
+    unusable: Mutex<Option<Failure>>,
+}
+
+impl ContainerLauncher {
+    fn bundles(&self) -> PathBuf {
+        self.dir.join("bundles")
+    }
+
+    fn sandboxes(&self) -> PathBuf {
+        self.dir.join("sandboxes")
+    }
+
+    fn cgroups_path(&self, id: &str) -> String {
+        format!("/wisp-{}/{id}", self.net.bridge)
+    }
+
+    async fn prepare(&self, replica: &ReplicaInfo) -> Result<ContainerSandbox, Failure> {
+        let error = |reason: &str, message: String| Failure {
+            reason: reason.into(),
+            message,
+        };
+        let ip = match replica.address {
+            SocketAddr::V4(a) => *a.ip(),
+            SocketAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+        };
+        let n = self
+            .net
+            .host_number(ip)
+            .ok_or_else(|| error("CreateContainerError", format!("address {ip} is not ours")))?;
+        let spec = &replica.spec;
+        let serving = spec
+            .serving_container()
+            .ok_or_else(|| error("ContainerMissing", "the revision has no container".into()))?;
+        // The serving container first: it is the one waited on.
+        let containers: Vec<&Container> = std::iter::once(serving)
+            .chain(
+                spec.pod
+                    .containers
+                    .iter()
+                    .filter(|c| c.name != serving.name),
+            )
+            .collect();
+        let sandbox_dir = self.sandboxes().join(self.net.netns_name(n));
+        write_sandbox_files(&sandbox_dir, &replica.name, ip)
+            .await
+            .map_err(|e| error("CreateContainerError", format!("sandbox files: {e}")))?;
+        let files: Vec<(PathBuf, String)> = ["hosts", "hostname", "resolv.conf"]
+            .iter()
+            .map(|f| (sandbox_dir.join(f), format!("/etc/{f}")))
+            .collect();
+        let port = replica.address.port();
+        let mut ctrs = Vec::new();
+        for c in &containers {
+            let image = self.images.prepare(&c.image).await?;
+            // A symlink could point out of the image (at the host's own files): not followed.
+            let read = |f: &str| {
+                let path = image.rootfs.join(f);
+                match std::fs::symlink_metadata(&path) {
+                    Ok(m) if m.is_file() => std::fs::read_to_string(&path).unwrap_or_default(),
+                    _ => String::new(),
+                }
+            };
+            let identity = spec::Identity {
+                namespace: &replica.key.namespace,
+                pod: &replica.name,
+                uid: &spec.uid,
+                service: &spec.service,
+                configuration: &spec.configuration,
+                revision: &replica.key.name,
+            };
+            // PORT is the serving container's alone, as in Knative.
+            let plan = spec::plan(
+                c,
+                &image.config,
+                (c.name == serving.name).then_some(port),
+                &identity,
+                &read("etc/passwd"),
+                &read("etc/group"),
+            )?;
+            let sc = c.security_context.as_ref();
+            let id = format!("{}-{}", self.net.netns_name(n), c.name);
+            let bundle = self.bundles().join(&id);
+            let capabilities = spec::capabilities(c)?;
+            let seccomp = match seccomp::profile(c, spec.pod.extra.get("securityContext"))? {
+                seccomp::Profile::Unconfined => None,
+                seccomp::Profile::RuntimeDefault => Some(
+                    seccomp::runtime_default(&capabilities)
+                        .map_err(|e| error("CreateContainerConfigError", e.to_string()))?,
+                ),
+            };
+            let b = spec::Bundle {
+                rootfs: bundle.join("rootfs"),
+                readonly_rootfs: sc.and_then(|s| s.read_only_root_filesystem) == Some(true),
+                hostname: replica.name.clone(),
+                netns: self.net.netns_path(n),
+                files: files.clone(),
+                cgroups_path: self.cgroups_path(&id),
+                no_new_privileges: sc.and_then(|s| s.allow_privilege_escalation) == Some(false),
+                capabilities,
+                limits: spec::limits(c)?,
+                seccomp,
+            };
+            let config = spec::runtime_spec(&plan, &b)
+                .map_err(|e| error("CreateContainerConfigError", e.to_string()))?;
+            tokio::fs::create_dir_all(&bundle)
+                .await
+                .map_err(|e| error("CreateContainerError", format!("bundle: {e}")))?;
+            config
+                .save(bundle.join("config.json"))
+                .map_err(|e| error("CreateContainerError", format!("config.json: {e}")))?;
+            ctrs.push(Ctr {
+                id: id.clone(),
+                bundle,
+                lower: image.rootfs.clone(),
+                cgroups_path: b.cgroups_path.clone(),
+            });
+        }
+        self.net.add_sandbox(n).await.map_err(|e| {
+            error(
+                "CreateContainerError",
+                format!("network namespace for {}: {e}", replica.name),
+            )
+        })?;
+        let target = probe::Target {
+            address: replica.address,
+            env: Arc::new([]),
+            working_dir: None,
+            exec_prefix: self.runc.exec_prefix(&ctrs[0].id).into(),
+        };
+        Ok(ContainerSandbox {
+            containers: ctrs,
+            target,
+            runc: self.runc.clone(),
+            net: self.net.clone(),
+            n,
+            dir: sandbox_dir,
+        })
+    }
+}
+
+impl Launcher for ContainerLauncher {
+    fn failure(&self, spec: &ReplicaSpec) -> Option<Failure> {
+        if let Some(f) = lock(&self.unusable).clone() {
+            return Some(f);
+        }
+        let missing = |message: String| {
+            Some(Failure {
+                reason: "ContainerMissing".into(),
+                message,
+            })
+        };
+        if spec.serving_container().is_none() {
+            return missing("the revision has no container to run".into());
+        }
+        if let Some(c) = spec.pod.containers.iter().find(|c| c.image.is_empty()) {
+            return missing(format!(
+                "container {:?} has no image: the container runtime runs images",
+                c.name
+            ));
+        }
+        None
+    }
+
+    fn left_out(&self, pod: &PodSpec) -> Vec<String> {
+        let mut out = Vec::new();
+        if !pod.init_containers.is_empty() {
+            out.push("init containers".into());
+        }
+        if !pod.volumes.is_empty() {
+            out.push("volumes".into());
+        }
+        if !pod.service_account_name.is_empty() {
+            out.push(format!("service account {}", pod.service_account_name));
+        }
+        // The pod's seccompProfile is honoured; nothing else of its securityContext.
+        if let Some(sc) = pod.extra.get("securityContext").and_then(|v| v.as_object())
+            && sc.keys().any(|k| k != "seccompProfile")
+        {
+            out.push("the pod's securityContext (but seccompProfile)".into());
+        }
+        for c in &pod.containers {
+            if !c.volume_mounts.is_empty() {
+                out.push(format!("container {}'s volumeMounts", c.name));
+            }
+            if c.env.iter().any(|e| e.value_from.is_some()) || !c.env_from.is_empty() {
+                out.push(format!("container {}'s env valueFrom/envFrom", c.name));
+            }
+        }
+        out
+    }
+
+    fn address(&self, spec: &ReplicaSpec, taken: &HashSet<SocketAddr>) -> io::Result<SocketAddr> {
+        // Knative's default containerPort.
+        let port = spec
+            .serving_container()
+            .and_then(|c| c.ports.first())
+            .and_then(|p| u16::try_from(p.container_port).ok())
+            .filter(|p| *p != 0)
+            .unwrap_or(8080);
+        let used: HashSet<Ipv4Addr> = taken
+            .iter()
+            .filter_map(|a| match a {
+                SocketAddr::V4(a) => Some(*a.ip()),
+                SocketAddr::V6(_) => None,
+            })
+            .collect();
+        self.net
+            .replica_hosts()
+            .map(|n| self.net.host(n))
+            .find(|ip| !used.contains(ip))
+            .map(|ip| SocketAddr::from((ip, port)))
+            .ok_or_else(|| {
+                io::Error::new(
+                    io::ErrorKind::AddrInUse,
+                    format!(
+                        "every address of {}/{} is taken",
+                        self.net.base, self.net.prefix
+                    ),
+                )
+            })
+    }
+
+    fn clean_up(&self) -> BoxFut<'_, ()> {
+        Box::pin(async move {
+            if lock(&self.unusable).is_some() {
+                return;
+            }
+            // Containers of an earlier run: only those under this platform's runc root.
+            for id in self.runc.list().await {
+                tracing::info!("removing container {id} left by an earlier run");
+                self.runc.delete(&id).await;
+            }
+            unmount_under(&self.bundles());
+            let _ = tokio::fs::remove_dir_all(self.bundles()).await;
+            let _ = tokio::fs::remove_dir_all(self.sandboxes()).await;
+            for n in self.net.existing_sandboxes().await {
+                tracing::info!(
+                    "removing network namespace {} left by an earlier run",
+                    self.net.netns_name(n)
+                );
+                self.net.remove_sandbox(n).await;
+            }
+            if let Err(e) = self.net.set_up().await {
+                *lock(&self.unusable) = Some(Failure {
+                    reason: "ContainerRuntimeUnavailable".into(),
+                    message: format!(
+                        "setting up the replicas' network (bridge {}, {}/{}) failed: {e}; wisp \
+                         needs root and iptables",
+                        self.net.bridge, self.net.base, self.net.prefix
+                    ),
+                });
+            }
+        })
+    }
+
+    fn sandbox(&self, replica: ReplicaInfo) -> BoxFut<'_, Result<Box<dyn Sandbox>, Failure>> {
+        Box::pin(async move {
+            if let Some(f) = lock(&self.unusable).clone() {
+                return Err(f);
+            }
+            match self.prepare(&replica).await {
+                Ok(sandbox) => Ok(Box::new(sandbox) as Box<dyn Sandbox>),
+                Err(f) => {
+                    // Nothing half-made stays behind.
+                    let ip = match replica.address {
+                        SocketAddr::V4(a) => Some(*a.ip()),
+                        SocketAddr::V6(_) => None,
+                    };
+                    if let Some(n) = ip.and_then(|ip| self.net.host_number(ip)) {
+                        self.net.remove_sandbox(n).await;
+                    }
+                    Err(f)
+                }
+            }
+        })
+    }
+
+    fn shutdown(&self) -> BoxFut<'_, ()> {
+        Box::pin(async move {
+            if lock(&self.unusable).is_none() {
+                self.net.tear_down().await;
+                // `runc delete` removes each container's cgroup but not their parent.
+                remove_cgroup_parents(&format!("wisp-{}", self.net.bridge));
+            }
+        })
+    }
+}
+
+/// `/etc/hosts`, `/etc/hostname` and `/etc/resolv.conf` of a replica, as the kubelet writes
+/// them (`kubelet_pods.go`'s `managedHostsFileContent`).
+async fn write_sandbox_files(dir: &Path, hostname: &str, ip: Ipv4Addr) -> io::Result<()> {
+    tokio::fs::create_dir_all(dir).await?;
+    let hosts = format!(
+        "# Kubernetes-managed hosts file.\n127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost \
+         ip6-loopback\nfe00::0\tip6-localnet\nfe00::0\tip6-mcastprefix\nfe00::1\tip6-allnodes\n\
+         fe00::2\tip6-allrouters\n{ip}\t{hostname}\n"
+    );
+    tokio::fs::write(dir.join("hosts"), hosts).await?;
+    tokio::fs::write(dir.join("hostname"), format!("{hostname}\n")).await?;
+    let host = tokio::fs::read_to_string("/etc/resolv.conf")
+        .await
+        .unwrap_or_default();
+    tokio::fs::write(dir.join("resolv.conf"), resolv_conf(&host)).await
+}
+
+/// The host's resolv.conf, unless it points at a resolver on the host's loopback (systemd
+/// resolved, dnsmasq), which a replica cannot reach from its own namespace: then public
+/// resolvers, as Docker does.
+fn resolv_conf(host: &str) -> String {
+    let loopback = host.lines().any(|l| {
+        l.split_whitespace()
+            .nth(1)
+            .is_some_and(|a| a.starts_with("127.") || a == "::1")
+            && l.trim_start().starts_with("nameserver")
+    });
+    let has_ns = host
+        .lines()
+        .any(|l| l.trim_start().starts_with("nameserver"));
+    if loopback || !has_ns {
+        "nameserver 8.8.8.8\nnameserver 8.8.4.4\n".into()
+    } else {
+        host.to_string()
+    }
+}
+
+/// Removes the (empty) cgroup `name` from every hierarchy: v1 controllers and v2.
+fn remove_cgroup_parents(name: &str) {
+    let Ok(hierarchies) = std::fs::read_dir("/sys/fs/cgroup") else {
+        return;
+    };
+    let dirs = hierarchies
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join(name))
+        .chain([Path::new("/sys/fs/cgroup").join(name)]);
+    for dir in dirs {
+        // Fails harmlessly where it does not exist or still has containers.
+        let _ = std::fs::remove_dir(dir);
+    }
+}
+
+/// Lazily unmounts every mount at or below `dir` (overlays of an earlier run).
+fn unmount_under(dir: &Path) {
+    let Ok(mounts) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let mut points: Vec<&str> = mounts
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|p| Path::new(p).starts_with(dir))
+        .collect();
+    // Deepest first.
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        let _ = umount2(p, MntFlags::MNT_DETACH);
+    }
+}
+
+/// One container of a replica.
+#[derive(Clone, Debug)]
+struct Ctr {
+    id: String,
+    bundle: PathBuf,
+    lower: PathBuf,
+    cgroups_path: String,
+}
+
+impl Ctr {
+    fn rootfs(&self) -> PathBuf {
+        self.bundle.join("rootfs")
+    }
+
+    /// A fresh writable layer over the image, as each new container gets.
+    fn mount_rootfs(&self) -> io::Result<()> {
+        self.unmount_rootfs();
+        for d in ["upper", "work"] {
+            let p = self.bundle.join(d);
+            if p.exists() {
+                std::fs::remove_dir_all(&p)?;
+            }
+            std::fs::create_dir_all(&p)?;
+        }
+        std::fs::create_dir_all(self.rootfs())?;
+        let data = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            self.lower.display(),
+            self.bundle.join("upper").display(),
+            self.bundle.join("work").display()
+        );
+        mount(
+            Some("overlay"),
+            &self.rootfs(),
+            Some("overlay"),
+            MsFlags::empty(),
+            Some(data.as_str()),
+        )
+        .map_err(|e| {
+            io::Error::other(format!("overlay mount on {}: {e}", self.rootfs().display()))
+        })?;
+        // A writable /tmp, as every container has, even when the image ships none.
+        let tmp = self.rootfs().join("tmp");
+        if !tmp.exists() {
+            std::fs::create_dir(&tmp)?;
+            std::fs::set_permissions(&tmp, std::os::unix::fs::PermissionsExt::from_mode(0o1777))?;
+        }
+        Ok(())
+    }
+
+    fn unmount_rootfs(&self) {
+        let _ = umount2(&self.rootfs(), MntFlags::MNT_DETACH);
+    }
+}
+
+struct ContainerSandbox {
+    containers: Vec<Ctr>,
+    target: probe::Target,
+    runc: Runc,
+    net: Network,
+    n: u32,
+    dir: PathBuf,
+}
+
+impl Sandbox for ContainerSandbox {
+    fn target(&self) -> &probe::Target {
+        &self.target
+    }
+
+    fn start(&self) -> BoxFut<'_, Result<Launched, String>> {
+        Box::pin(async move {
+            let mut run = ContainerRun {
+                inits: Vec::new(),
+                runc: self.runc.clone(),
+                containers: self.containers.clone(),
+                terminating: AtomicBool::new(false),
+            };
+            let mut outputs: Vec<(&'static str, Box<dyn tokio::io::AsyncRead + Unpin + Send>)> =
+                Vec::new();
+            for c in &self.containers {
+                let started = async {
+                    c.mount_rootfs().map_err(|e| e.to_string())?;
+                    let (pid, stdout, stderr) = self.runc.run(&c.id, &c.bundle).await?;
+                    let init = Init::open(pid).map_err(|e| format!("pidfd of {pid}: {e}"))?;
+                    Ok::<_, String>((init, stdout, stderr))
+                };
+                match started.await {
+                    Ok((init, stdout, stderr)) => {
+                        outputs.push(("stdout", Box::new(stdout)));
+                        outputs.push(("stderr", Box::new(stderr)));
+                        run.inits.push(init);
+                    }
+                    Err(e) => {
+                        // What did start goes again.
+                        Box::new(run).finish().await;
+                        return Err(e);
+                    }
+                }
+            }
+            Ok(Launched {
+                outputs,
+                run: Box::new(run),
+            })
+        })
+    }
+
+    fn remove(self: Box<Self>) -> BoxFut<'static, ()> {
+        Box::pin(async move {
+            for c in &self.containers {
+                self.runc.delete(&c.id).await;
+                c.unmount_rootfs();
+                let _ = tokio::fs::remove_dir_all(&c.bundle).await;
+            }
+            self.net.remove_sandbox(self.n).await;
+            let _ = tokio::fs::remove_dir_all(&self.dir).await;
+        })
+    }
+}
+
+/// One run of a replica's containers; the first is the serving container.
+struct ContainerRun {
+    inits: Vec<Init>,
+    runc: Runc,
+    containers: Vec<Ctr>,
+    /// SIGTERM was sent: the run is being stopped, and every container gets the grace
+    /// period to exit, as in a pod; otherwise the run ends when the serving container does.
+    terminating: AtomicBool,
+}
+
+/// How long to wait for a SIGKILLed sidecar's init to be reaped.
+const REAP: Duration = Duration::from_secs(5);
+
+impl Running for ContainerRun {
+    fn wait(&mut self) -> BoxFut<'_, io::Result<Exit>> {
+        Box::pin(async move {
+            let Some((serving, sidecars)) = self.inits.split_first_mut() else {
+                return Ok(Exit {
+                    code: None,
+                    signal: None,
+                });
+            };
+            // Cancel-safe: each init remembers its exit once reaped.
+            let exit = serving.wait().await?;
+            if self.terminating.load(Ordering::Relaxed) {
+                for init in sidecars {
+                    let _ = init.wait().await;
+                }
+            }
+            Ok(exit)
+        })
+    }
+
+    fn signal(&self, signal: Signal) {
+        if signal == Signal::SIGTERM {
+            self.terminating.store(true, Ordering::Relaxed);
+        }
+        for init in &self.inits {
+            init.signal(signal);
+        }
+    }
+
+    fn finish(self: Box<Self>) -> BoxFut<'static, Option<String>> {
+        Box::pin(async move {
+            let mut this = *self;
+            // Read before `runc delete` removes the cgroup.
+            let oom = this
+                .containers
+                .first()
+                .is_some_and(|c| runc::oom_killed(&c.cgroups_path));
+            // The replica ends with its serving container: sidecars go too (and are reaped,
+            // so that no zombie is left).
+            for init in &mut this.inits {
+                if !init.has_exited() {
+                    init.signal(Signal::SIGKILL);
+                    let _ = tokio::time::timeout(REAP, init.wait()).await;
+                }
+            }
+            for c in &this.containers {
+                this.runc.delete(&c.id).await;
+                c.unmount_rootfs();
+            }
+            oom.then(|| "OOMKilled".to_string())
+        })
+    }
+}

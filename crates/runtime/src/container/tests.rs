@@ -1,0 +1,636 @@
+//! The container platform against real runc, real namespaces and a real bridge.
+//!
+//! These need root and runc (CI has both; `.ci/run` installs runc). Without them each test
+//! prints why and returns. The image is a directory each test builds: the `hello` sample
+//! (built on demand), bash and sleep, with their shared libraries (`hostfs`). Every test
+//! has its own bridge, subnet and state directory (so they run in parallel), bounds every
+//! wait, and checks that its containers and namespaces are gone at the end.
+
+use std::{
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use wisp_api::serving::{
+    Capabilities, Container, ContainerPort, EnvVar, PodSpec, ResourceRequirements, SecurityContext,
+};
+
+use super::{ContainerOptions, ImageConfig, PreparedImage, hostfs::FixedImage};
+use crate::{
+    Platform, ReplicaSpec, RevisionKey,
+    process::{
+        ProcessOptions, ProcessPlatform,
+        tests::{WAIT, all_ready, exec_probe, wait_for},
+    },
+};
+
+/// Why these tests cannot run here, if they cannot.
+fn cannot_run() -> Option<String> {
+    if !rustix::process::geteuid().is_root() {
+        return Some("container tests need root (namespaces, bridges, cgroups)".into());
+    }
+    if super::find_binary(Path::new("runc")).is_none() {
+        return Some("container tests need runc (apt-get install runc)".into());
+    }
+    None
+}
+
+macro_rules! require_containers {
+    () => {
+        if let Some(why) = cannot_run() {
+            eprintln!("SKIPPED: {why}");
+            return;
+        }
+    };
+}
+
+/// Where cargo puts this workspace's binaries (the test binary is in `<target>/debug/deps`).
+fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.parent().unwrap().parent().unwrap().to_path_buf()
+}
+
+fn hello_bin() -> PathBuf {
+    let path = bin_dir().join("hello");
+    if !path.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let ok = std::process::Command::new(cargo)
+            .args(["build", "-p", "wisp-samples", "--bin", "hello"])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "building the hello sample failed");
+    }
+    path
+}
+
+/// A rootfs with the `hello` sample at `/hello`, bash and sleep, and a `passwd`. No /tmp:
+/// the platform provides one.
+fn build_rootfs(root: &Path) {
+    let binaries = [
+        (hello_bin(), "/hello"),
+        ("/bin/bash".into(), "/bin/bash"),
+        ("/usr/bin/sleep".into(), "/usr/bin/sleep"),
+    ];
+    super::hostfs::build(root, &binaries).unwrap();
+    std::fs::write(
+        root.join("etc/passwd"),
+        "root:x:0:0:root:/root:/bin/bash\napp:x:1000:1000::/tmp:/bin/bash\n",
+    )
+    .unwrap();
+}
+
+/// One test's platform and directory. Dropping it after a failure removes whatever the test
+/// left (containers, namespaces, bridge), so a failed test leaves nothing behind.
+struct Fixture {
+    dir: tempfile::TempDir,
+    options: ContainerOptions,
+    images: Arc<FixedImage>,
+}
+
+impl Fixture {
+    /// `n` makes the bridge (`wct<n>`) and subnet (`10.213.<n>.0/24`) this test's own.
+    fn new(n: u8) -> Fixture {
+        let dir = tempfile::tempdir().unwrap();
+        let rootfs = dir.path().join("image");
+        build_rootfs(&rootfs);
+        let options = ContainerOptions {
+            supervision: ProcessOptions {
+                backoff_initial: Duration::from_millis(100),
+                backoff_max: Duration::from_millis(400),
+                ready_probe_interval: Duration::from_millis(100),
+                ..ProcessOptions::default()
+            },
+            state_dir: dir.path().join("state"),
+            bridge: format!("wct{n}"),
+            subnet: format!("10.213.{n}.0/24"),
+            runc: "runc".into(),
+        };
+        let images = Arc::new(FixedImage(PreparedImage {
+            rootfs,
+            config: ImageConfig {
+                entrypoint: vec!["/hello".into()],
+                env: vec!["HOST=0.0.0.0".into()],
+                ..ImageConfig::default()
+            },
+        }));
+        Fixture {
+            dir,
+            options,
+            images,
+        }
+    }
+
+    fn platform(&self) -> Arc<ProcessPlatform> {
+        ProcessPlatform::containers(self.options.clone(), self.images.clone()).unwrap()
+    }
+
+    fn runc_root(&self) -> PathBuf {
+        self.options.state_dir.join("runc")
+    }
+
+    /// Containers runc knows under this test's root.
+    fn containers(&self) -> Vec<String> {
+        let out = std::process::Command::new("runc")
+            .arg("--root")
+            .arg(self.runc_root())
+            .args(["list", "-q"])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| !l.is_empty())
+            .map(String::from)
+            .collect()
+    }
+
+    /// This test's network namespaces.
+    fn namespaces(&self) -> Vec<String> {
+        let prefix = format!("{}-", self.options.bridge);
+        std::fs::read_dir("/var/run/netns")
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.starts_with(&prefix))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn assert_nothing_left(&self) {
+        assert_eq!(self.containers(), Vec::<String>::new(), "containers left");
+        assert_eq!(self.namespaces(), Vec::<String>::new(), "namespaces left");
+    }
+
+    /// After a shutdown: nothing of the platform itself either.
+    fn assert_torn_down(&self) {
+        self.assert_nothing_left();
+        let bridge = Path::new("/sys/class/net").join(&self.options.bridge);
+        assert!(!bridge.exists(), "bridge {} left", self.options.bridge);
+        let cgroup =
+            Path::new("/sys/fs/cgroup/memory").join(format!("wisp-{}", self.options.bridge));
+        assert!(!cgroup.exists(), "cgroup {} left", cgroup.display());
+    }
+}
+
+impl Drop for Fixture {
+    fn drop(&mut self) {
+        for id in self.containers() {
+            let _ = std::process::Command::new("runc")
+                .arg("--root")
+                .arg(self.runc_root())
+                .args(["delete", "-f", &id])
+                .status();
+        }
+        for ns in self.namespaces() {
+            let _ = std::process::Command::new("ip")
+                .args(["netns", "del", &ns])
+                .status();
+        }
+        super::unmount_under(self.dir.path());
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.options.bridge])
+            .stderr(std::process::Stdio::null())
+            .status();
+        let _ = std::process::Command::new("iptables")
+            .args(["-t", "nat", "-D", "POSTROUTING", "-s", &self.options.subnet])
+            .args(["!", "-o", &self.options.bridge, "-j", "MASQUERADE"])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+}
+
+fn hello(name: &str) -> Container {
+    Container {
+        name: name.into(),
+        image: "example.com/hello".into(),
+        ports: vec![ContainerPort {
+            container_port: 8080,
+            ..ContainerPort::default()
+        }],
+        ..Container::default()
+    }
+}
+
+fn bash(name: &str, script: &str) -> Container {
+    Container {
+        name: name.into(),
+        image: "example.com/hello".into(),
+        command: vec!["/bin/bash".into(), "-c".into(), script.into()],
+        ..Container::default()
+    }
+}
+
+fn spec(name: &str, containers: Vec<Container>, grace: Duration) -> ReplicaSpec {
+    ReplicaSpec {
+        key: RevisionKey::new("default", name),
+        uid: format!("uid-{name}"),
+        configuration: "cfg".into(),
+        service: "svc".into(),
+        pod: PodSpec {
+            containers,
+            ..PodSpec::default()
+        },
+        grace_period: grace,
+    }
+}
+
+async fn get(address: SocketAddr) -> String {
+    let mut s = tokio::time::timeout(
+        Duration::from_secs(5),
+        tokio::net::TcpStream::connect(address),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut out = String::new();
+    tokio::time::timeout(Duration::from_secs(5), s.read_to_string(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_listen_on_the_same_fixed_port_and_both_answer() {
+    require_containers!();
+    let fx = Fixture::new(1);
+    let p = fx.platform();
+    let s = spec(
+        "fixed",
+        vec![hello("user-container")],
+        Duration::from_secs(5),
+    );
+    p.scale(&s, 2);
+    let ready = wait_for(&p, &s.key, "two ready replicas", all_ready(2)).await;
+    let addrs: Vec<SocketAddr> = ready.iter().map(|r| r.address).collect();
+    assert_ne!(addrs[0], addrs[1]);
+    for a in &addrs {
+        assert_eq!(a.port(), 8080, "{a}");
+        assert!(a.ip().to_string().starts_with("10.213.1."), "{a}");
+        let answer = get(*a).await;
+        assert!(answer.contains("Hello World!"), "{a}: {answer}");
+    }
+    assert_eq!(fx.containers().len(), 2);
+    assert_eq!(fx.namespaces().len(), 2);
+    // Deleting the revision removes its containers and sandboxes.
+    p.remove(&s.key);
+    wait_for(&p, &s.key, "removed", |r| r.is_empty().then_some(())).await;
+    fx.assert_nothing_left();
+    p.shutdown().await;
+    fx.assert_torn_down();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept() {
+    require_containers!();
+    let fx = Fixture::new(2);
+    let p = fx.platform();
+    tokio::time::timeout(WAIT, p.cleaned_up()).await.unwrap();
+    // Outbound: a listener on the host's side of the bridge (the replica's gateway).
+    let host = tokio::net::TcpListener::bind("10.213.2.1:0").await.unwrap();
+    let host_port = host.local_addr().unwrap().port();
+    // bash's /dev/tcp: connect to the app over the sandbox's loopback, print the answer
+    // (with builtins only: the image has no `cat`); then say hello to the host.
+    let sidecar = bash(
+        "sidecar",
+        &format!(
+            "until exec 3<>/dev/tcp/127.0.0.1/8080; do sleep 0.1; done; \
+             printf 'GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n' >&3; \
+             while IFS= read -r l <&3; do echo \"${{l%$'\\r'}}\"; done; \
+             echo \"host=$(< /etc/hostname)\"; \
+             exec 4<>/dev/tcp/10.213.2.1/{host_port}; echo \"out from $HOSTNAME\" >&4; exec 4>&-; \
+             trap 'exec 5<>/dev/tcp/10.213.2.1/{host_port}; echo \"term $HOSTNAME\" >&5; exit 0' TERM; \
+             while :; do sleep 0.1; done"
+        ),
+    );
+    let mut app = hello("user-container");
+    app.env.push(EnvVar {
+        name: "TARGET".into(),
+        value: Some("sidecar".into()),
+        ..EnvVar::default()
+    });
+    let s = spec("pod", vec![app, sidecar], Duration::from_secs(5));
+    p.scale(&s, 1);
+    wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let lines: Vec<String> = p.logs(&s.key, None).into_iter().map(|l| l.line).collect();
+        if lines.iter().any(|l| l == "Hello sidecar!") && lines.iter().any(|l| l == "host=pod-1") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sidecar never got an answer: {lines:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (mut conn, from) = tokio::time::timeout(WAIT, host.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut said = String::new();
+    tokio::time::timeout(WAIT, conn.read_to_string(&mut said))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(said, "out from pod-1\n");
+    assert_eq!(
+        from.ip(),
+        p.replicas(&s.key)[0].address.ip(),
+        "from the replica's address"
+    );
+    // Stopping the replica: the sidecar gets SIGTERM and time to act on it, even though
+    // the app exits at once.
+    p.scale(&s, 0);
+    let (mut conn, _) = tokio::time::timeout(WAIT, host.accept())
+        .await
+        .unwrap()
+        .unwrap();
+    let mut said = String::new();
+    tokio::time::timeout(WAIT, conn.read_to_string(&mut said))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(said, "term pod-1\n");
+    wait_for(&p, &s.key, "stopped", |r| r.is_empty().then_some(())).await;
+    p.shutdown().await;
+    fx.assert_torn_down();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_ignoring_sigterm_is_killed_after_its_grace_period() {
+    require_containers!();
+    let fx = Fixture::new(3);
+    let p = fx.platform();
+    let mut c = bash(
+        "user-container",
+        "trap '' TERM; echo up; while :; do sleep 0.2; done",
+    );
+    // An exec probe runs inside the container (`runc exec`).
+    c.readiness_probe = Some(exec_probe(&["/bin/bash", "-c", "test -d /proc/1"]));
+    let grace = Duration::from_secs(1);
+    let s = spec("stubborn", vec![c], grace);
+    p.scale(&s, 1);
+    wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    let started = Instant::now();
+    p.scale(&s, 0);
+    wait_for(&p, &s.key, "gone", |r| r.is_empty().then_some(())).await;
+    let took = started.elapsed();
+    assert!(
+        took >= grace,
+        "stopped after {took:?}, before the grace period"
+    );
+    assert!(took < grace + Duration::from_secs(5), "took {took:?}");
+    p.shutdown().await;
+    fx.assert_torn_down();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_is_recorded_with_its_exit_code_and_restarted() {
+    require_containers!();
+    let fx = Fixture::new(4);
+    let p = fx.platform();
+    // Also what the runtime contract promises inside: a writable /tmp (the image has none),
+    // the env, and the cgroup limits visible (v1 files here, v2 files elsewhere).
+    let mut c = bash(
+        "user-container",
+        "echo boom > /tmp/f; echo \"$(< /tmp/f) port=$PORT rev=$K_REVISION\"; \
+         g=/sys/fs/cgroup; \
+         if [ -f $g/cpu.max ]; then echo \"cpu=$(< $g/cpu.max) mem=$(< $g/memory.max)\"; \
+         else echo \"cpu=$(< $g/cpu/cpu.cfs_quota_us) mem=$(< $g/memory/memory.limit_in_bytes)\"; fi; \
+         exit 3",
+    );
+    c.resources = Some(ResourceRequirements {
+        limits: [
+            ("cpu".to_string(), "500m".parse().unwrap()),
+            ("memory".to_string(), "64Mi".parse().unwrap()),
+        ]
+        .into(),
+        ..ResourceRequirements::default()
+    });
+    let s = spec("crash", vec![c], Duration::from_secs(1));
+    p.scale(&s, 1);
+    let r = wait_for(&p, &s.key, "a restart after exit 3", |r| {
+        r.first()
+            .filter(|r| r.restarts >= 1 && r.last_exit.is_some())
+            .cloned()
+    })
+    .await;
+    let exit = r.last_exit.unwrap();
+    assert_eq!((exit.code, exit.signal, exit.reason), (Some(3), None, None));
+    let lines: Vec<&str> = exit.message.lines().collect();
+    assert_eq!(lines[0], "boom port=8080 rev=crash", "{}", exit.message);
+    assert!(
+        ["cpu=50000 mem=67108864", "cpu=50000 100000 mem=67108864"].contains(&lines[1]),
+        "{}",
+        exit.message
+    );
+    p.shutdown().await;
+    fx.assert_torn_down();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_memory_limit_is_enforced_and_reported_as_oom_killed() {
+    require_containers!();
+    let fx = Fixture::new(5);
+    let p = fx.platform();
+    // printf builds a 200 MB string in bash's memory: far over the 32Mi limit.
+    let mut c = bash(
+        "user-container",
+        "echo start; x=$(printf '%*s' 200000000 ''); echo survived",
+    );
+    c.resources = Some(ResourceRequirements {
+        limits: [("memory".to_string(), "32Mi".parse().unwrap())].into(),
+        ..ResourceRequirements::default()
+    });
+    let s = spec("oom", vec![c], Duration::from_secs(1));
+    p.scale(&s, 1);
+    let exit = wait_for(&p, &s.key, "an OOM kill", |r| {
+        r.first().and_then(|r| r.last_exit.clone())
+    })
+    .await;
+    assert_eq!(exit.reason.as_deref(), Some("OOMKilled"), "{exit:?}");
+    p.shutdown().await;
+    fx.assert_torn_down();
+}
+
+#[test]
+fn what_an_earlier_run_left_is_removed_by_the_next() {
+    if let Some(why) = cannot_run() {
+        eprintln!("SKIPPED: {why}");
+        return;
+    }
+    let fx = Fixture::new(6);
+    let s = spec(
+        "orphan",
+        vec![hello("user-container")],
+        Duration::from_secs(1),
+    );
+    // The first wisp: its runtime is dropped without a shutdown, as a `kill -9` would leave
+    // things (its tasks die; the containers and namespaces stay).
+    let first = tokio::runtime::Runtime::new().unwrap();
+    let pid = first.block_on(async {
+        let p = fx.platform();
+        p.scale(&s, 1);
+        wait_for(&p, &s.key, "ready", all_ready(1)).await;
+        let state = std::fs::read_to_string(
+            fx.options
+                .state_dir
+                .join("bundles/wct6-2-user-container/init.pid"),
+        )
+        .unwrap();
+        state.trim().parse::<i32>().unwrap()
+    });
+    first.shutdown_background();
+    assert_eq!(fx.containers().len(), 1);
+    assert_eq!(fx.namespaces().len(), 1);
+    let second = tokio::runtime::Runtime::new().unwrap();
+    second.block_on(async {
+        let p = fx.platform();
+        tokio::time::timeout(WAIT, p.cleaned_up()).await.unwrap();
+        fx.assert_nothing_left();
+        // The old app is dead (at most a zombie until reaped).
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        assert!(stat.is_empty() || stat.contains(") Z "), "{stat}");
+        // And the platform works: the same revision runs again.
+        p.scale(&s, 1);
+        wait_for(&p, &s.key, "ready again", all_ready(1)).await;
+        p.shutdown().await;
+        fx.assert_torn_down();
+    });
+}
+
+#[tokio::test]
+async fn without_runc_every_replica_fails_naming_the_fix() {
+    let fx_dir = tempfile::tempdir().unwrap();
+    let mut options = ContainerOptions::new(fx_dir.path().join("state"));
+    options.runc = "/nonexistent/runc".into();
+    options.bridge = "wct7".into();
+    let images = Arc::new(FixedImage(PreparedImage {
+        rootfs: fx_dir.path().into(),
+        config: ImageConfig::default(),
+    }));
+    let p = ProcessPlatform::containers(options, images).unwrap();
+    let s = spec(
+        "norunc",
+        vec![hello("user-container")],
+        Duration::from_secs(1),
+    );
+    p.scale(&s, 2);
+    let r = p.replicas(&s.key);
+    assert_eq!(r.len(), 2);
+    for r in r {
+        let f = r.failure.unwrap();
+        assert_eq!(f.reason, "ContainerRuntimeUnavailable");
+        assert!(f.message.contains("apt-get install runc"), "{}", f.message);
+    }
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_options_are_errors_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let images = Arc::new(FixedImage(PreparedImage {
+        rootfs: dir.path().into(),
+        config: ImageConfig::default(),
+    }));
+    let mut o = ContainerOptions::new(dir.path());
+    o.bridge = "much-too-long".into();
+    let e = ProcessPlatform::containers(o, images.clone()).unwrap_err();
+    assert!(e.to_string().contains("bridge name"), "{e}");
+    let mut o = ContainerOptions::new(dir.path());
+    o.subnet = "10.0.0.1/16".into();
+    let e = ProcessPlatform::containers(o, images).unwrap_err();
+    assert!(e.to_string().contains("subnet"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_security_context_and_seccomp_are_applied_and_run_as_non_root_is_enforced() {
+    require_containers!();
+    let fx = Fixture::new(8);
+    let p = fx.platform();
+    // Reports what the kernel says about itself, then exits so the report is in last_exit.
+    let mut c = bash(
+        "user-container",
+        "echo \"uid=$EUID\"; (echo x > /probe) 2>/dev/null || echo rootfs-ro; \
+         while read -r k v; do case $k in NoNewPrivs:|CapBnd:|Seccomp:) echo \"$k$v\";; esac; \
+         done < /proc/self/status; exit 1",
+    );
+    c.security_context = Some(SecurityContext {
+        run_as_user: Some(1000),
+        read_only_root_filesystem: Some(true),
+        seccomp_profile: Some(serde_json::json!({"type": "RuntimeDefault"})),
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: vec!["ALL".into()],
+            add: vec!["NET_BIND_SERVICE".into()],
+            ..Capabilities::default()
+        }),
+        ..SecurityContext::default()
+    });
+    let s = spec("secure", vec![c], Duration::from_secs(1));
+    p.scale(&s, 1);
+    let exit = wait_for(&p, &s.key, "the report", |r| {
+        r.first().and_then(|r| r.last_exit.clone())
+    })
+    .await;
+    let lines: Vec<&str> = exit.message.lines().collect();
+    // CAP_NET_BIND_SERVICE is bit 10.
+    assert_eq!(
+        lines,
+        [
+            "uid=1000",
+            "rootfs-ro",
+            "CapBnd:0000000000000400",
+            "NoNewPrivs:1",
+            // 2: a filter is installed.
+            "Seccomp:2"
+        ],
+        "{exit:?}"
+    );
+    p.remove(&s.key);
+
+    // runAsNonRoot with an image that runs as root: Kubernetes' error, nothing runs.
+    let mut c = hello("user-container");
+    c.security_context = Some(SecurityContext {
+        run_as_non_root: Some(true),
+        ..SecurityContext::default()
+    });
+    let s = spec("rootless", vec![c], Duration::from_secs(1));
+    p.scale(&s, 1);
+    let failure = wait_for(&p, &s.key, "a config error", |r| {
+        r.first().and_then(|r| r.failure.clone())
+    })
+    .await;
+    assert_eq!(failure.reason, "CreateContainerConfigError");
+    assert!(
+        failure
+            .message
+            .starts_with("container has runAsNonRoot and image will run as root"),
+        "{}",
+        failure.message
+    );
+    p.remove(&s.key);
+
+    // A multi-threaded app (tokio) runs under containerd's default profile: clone3 is
+    // ENOSYS, so glibc falls back to clone.
+    let mut c = hello("user-container");
+    c.security_context = Some(SecurityContext {
+        seccomp_profile: Some(serde_json::json!({"type": "RuntimeDefault"})),
+        ..SecurityContext::default()
+    });
+    let s = spec("filtered", vec![c], Duration::from_secs(1));
+    p.scale(&s, 1);
+    let ready = wait_for(&p, &s.key, "ready under seccomp", all_ready(1)).await;
+    let answer = get(ready[0].address).await;
+    assert!(answer.contains("Hello World!"), "{answer}");
+    p.shutdown().await;
+    fx.assert_torn_down();
+}

@@ -1,0 +1,98 @@
+//! The seam between the shared replica machinery and what actually runs a replica.
+//!
+//! Everything about a replica that does not depend on *how* it runs lives once, in this
+//! module's siblings: the desired-state map and scaling (`mod.rs`), the supervising task
+//! with its crash back-off and graceful stop (`supervisor.rs`), probes (`probe.rs`) and log
+//! buffers (`logs.rs`). A [`Launcher`] supplies the rest: the process backend (`host.rs`)
+//! spawns a process group on a loopback port; the container backend (`crate::container`)
+//! runs OCI containers with `runc` in a per-replica network namespace.
+//!
+//! The shapes mirror a Kubernetes pod: a [`Sandbox`] is created once per replica and lives
+//! across restarts (the pod sandbox: its address, its network namespace), and each
+//! [`Sandbox::start`] is one run of its containers ([`Running`]), restarted after a crash.
+
+use std::{collections::HashSet, future::Future, io, net::SocketAddr, pin::Pin, sync::Arc};
+
+use nix::sys::signal::Signal;
+use tokio::io::AsyncRead;
+use wisp_api::serving::PodSpec;
+
+use super::probe;
+use crate::{Failure, ReplicaSpec, RevisionKey};
+
+pub(crate) type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// How a platform runs replicas. One per platform, shared by every replica's task.
+pub(crate) trait Launcher: Send + Sync + 'static {
+    /// Why the revision cannot run here at all, if it cannot (checked on every `scale`).
+    fn failure(&self, spec: &ReplicaSpec) -> Option<Failure>;
+
+    /// The parts of the pod this launcher runs without, for a warning naming each.
+    fn left_out(&self, pod: &PodSpec) -> Vec<String>;
+
+    /// An address for a new replica, not among those other replicas hold.
+    fn address(&self, spec: &ReplicaSpec, taken: &HashSet<SocketAddr>) -> io::Result<SocketAddr>;
+
+    /// Removes what an earlier run of wisp left behind (after a `kill -9`). Replicas of this
+    /// run start only once it is done.
+    fn clean_up(&self) -> BoxFut<'_, ()>;
+
+    /// Prepares a replica's sandbox. An error is reported on the replica and retried after
+    /// back-off (an image that cannot be pulled yet, say).
+    fn sandbox(&self, replica: ReplicaInfo) -> BoxFut<'_, Result<Box<dyn Sandbox>, Failure>>;
+
+    /// After every replica has stopped at shutdown: release what the platform itself holds.
+    fn shutdown(&self) -> BoxFut<'_, ()>;
+}
+
+/// Who a sandbox is for.
+#[derive(Clone, Debug)]
+pub(crate) struct ReplicaInfo {
+    pub key: RevisionKey,
+    /// The replica's pod-style name (`hello-00001-1`).
+    pub name: String,
+    pub spec: Arc<ReplicaSpec>,
+    pub address: SocketAddr,
+}
+
+/// A replica's lasting environment: created once, started many times, removed when the
+/// replica goes away.
+pub(crate) trait Sandbox: Send + Sync {
+    /// What probes run against.
+    fn target(&self) -> &probe::Target;
+
+    /// Starts one run of the replica. Err: it could not start (reported like a container
+    /// that failed to start, exit code 128).
+    fn start(&self) -> BoxFut<'_, Result<Launched, String>>;
+
+    /// Tears the sandbox down; the replica's last run has ended.
+    fn remove(self: Box<Self>) -> BoxFut<'static, ()>;
+}
+
+/// One started run of a replica.
+pub(crate) struct Launched {
+    /// Output pipes, each named by its stream (`stdout`, `stderr`), read into the logs.
+    pub outputs: Vec<(&'static str, Box<dyn AsyncRead + Unpin + Send>)>,
+    pub run: Box<dyn Running>,
+}
+
+/// A running replica's main process.
+pub(crate) trait Running: Send {
+    /// Resolves when the main process has exited. Cancel-safe: it is raced against stop
+    /// requests and probes, and awaited again after a signal.
+    fn wait(&mut self) -> BoxFut<'_, io::Result<Exit>>;
+
+    /// Sends `signal` to the replica (its process group; a container's init).
+    fn signal(&self, signal: Signal);
+
+    /// After the main process exited: removes what is left of the run. Returns a reason the
+    /// kernel gave for the exit (`OOMKilled`), if any.
+    fn finish(self: Box<Self>) -> BoxFut<'static, Option<String>>;
+}
+
+/// How a main process ended, as the kernel reported it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Exit {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
