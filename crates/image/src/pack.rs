@@ -126,9 +126,16 @@ pub fn header(kind: tar::EntryType, mode: u32, size: u64) -> tar::Header {
 }
 
 /// Builds a single-layer image of `binary` (at `/usr/local/bin/<name>`, the Entrypoint) and
-/// its shared libraries, with Docker's default `PATH` and a `/tmp`; tags it `name`.
-pub fn pack_binary(store: &Store, binary: &Path, name: &str) -> Result<String> {
+/// its shared libraries, with Docker's default `PATH`, then `env` (`KEY=VALUE` each), and a
+/// `/tmp`; tags it `name`.
+pub fn pack_binary(store: &Store, binary: &Path, name: &str, env: &[String]) -> Result<String> {
     crate::reference::parse(name)?;
+    if let Some(bad) = env.iter().find(|e| !e.contains('=') || e.starts_with('=')) {
+        return Err(Error::InvalidContent {
+            what: "image environment".into(),
+            message: format!("{bad:?} is not KEY=VALUE"),
+        });
+    }
     let file_name = binary
         .file_name()
         .ok_or_else(|| {
@@ -180,7 +187,9 @@ pub fn pack_binary(store: &Store, binary: &Path, name: &str) -> Result<String> {
         &[layer],
         serde_json::json!({
             "Entrypoint": [format!("/{in_image}")],
-            "Env": [DEFAULT_PATH],
+            "Env": std::iter::once(DEFAULT_PATH.to_string())
+                .chain(env.iter().cloned())
+                .collect::<Vec<_>>(),
             "WorkingDir": "/",
         }),
         crate::platform::current_arch(),

@@ -383,7 +383,8 @@ fn pack_a_binary_into_a_runnable_rootfs() {
     let work = tempfile::tempdir().unwrap();
     let store = Store::open(work.path()).unwrap();
     let bin = std::path::Path::new("/usr/bin/env");
-    wisp_image::pack::pack_binary(&store, bin, "gcr.io/knative-samples/helloworld:latest").unwrap();
+    wisp_image::pack::pack_binary(&store, bin, "gcr.io/knative-samples/helloworld:latest", &[])
+        .unwrap();
     let p = store
         .prepare("gcr.io/knative-samples/helloworld", Limits::default())
         .unwrap();

@@ -7,8 +7,10 @@
 //! supervisor and two launchers (`process/launch.rs`): [`ProcessPlatform::new`]'s replicas
 //! are local process groups on loopback ports of their own; those of
 //! [`ProcessPlatform::containers`] are pod-like sandboxes run with `runc` (`container/`),
-//! whose images come through the [`container::ImageProvider`] seam. A Kubernetes backend
-//! comes later behind the same trait.
+//! whose images come through the [`container::ImageProvider`] seam. `wisp serve` runs both
+//! behind one platform, [`dispatch::ByImage`], which gives a revision to the container
+//! backend when its pod names an image and to the process backend when it gives only host
+//! commands. A Kubernetes backend comes later behind the same trait.
 //!
 //! Start with [`Platform`], then `process/mod.rs`, `process/launch.rs` and `container/mod.rs`.
 //!
@@ -20,6 +22,7 @@ use std::{net::SocketAddr, sync::Arc, time::Duration};
 use wisp_api::serving::{Container, PodSpec};
 
 pub mod container;
+pub mod dispatch;
 pub mod process;
 
 /// Identifies a revision: namespace and name.

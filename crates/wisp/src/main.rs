@@ -5,6 +5,7 @@ mod api_listener;
 mod cli;
 mod dataplane;
 mod endpoint_sync;
+mod images;
 mod serve;
 mod stats_feed;
 mod tls;

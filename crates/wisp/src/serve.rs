@@ -16,6 +16,7 @@ use wisp_activator::Backends;
 use wisp_api::config::Config;
 use wisp_api::config::Flag;
 use wisp_apiserver::ApiState;
+use wisp_controller::revision::digest::BackgroundResolver;
 use wisp_controller::{
     Controllers, Scaling,
     routing::{RoutingTable, Visibility},
@@ -24,6 +25,8 @@ use wisp_ingress::Ingress;
 use wisp_net::ServerOptions;
 use wisp_runtime::{
     Platform, SharedPlatform,
+    container::ContainerOptions,
+    dispatch::ByImage,
     process::{ProcessOptions, ProcessPlatform},
 };
 use wisp_store::Store;
@@ -82,6 +85,21 @@ pub struct ServeArgs {
     /// kube-apiserver). 0: no bound.
     #[arg(long, default_value_t = wisp_apiserver::inflight::DEFAULT_MAX_MUTATING_REQUESTS_INFLIGHT)]
     pub max_mutating_requests_inflight: usize,
+    /// The bridge container replicas attach to; also the prefix of every network namespace
+    /// and veth wisp creates for them (1 to 8 letters, digits or '-'). Two `wisp serve` on
+    /// one machine need different bridges and subnets.
+    #[arg(long, env = "WISP_CONTAINER_BRIDGE", default_value = "wisp0")]
+    pub container_bridge: String,
+    /// Private IPv4 subnet container replicas get their addresses from.
+    #[arg(long, env = "WISP_CONTAINER_SUBNET", default_value = "10.88.0.0/16")]
+    pub container_subnet: String,
+    /// The OCI runtime that runs containers (Debian's `runc`).
+    #[arg(long, env = "WISP_RUNC", default_value = "runc")]
+    pub runc: PathBuf,
+    /// A registry (`host[:port]`) that may be reached over plain HTTP (repeatable);
+    /// registries on loopback addresses always may, as Docker allows.
+    #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
+    pub insecure_registries: Vec<String>,
 }
 
 /// Where the API's URL is written on start (read by `wisp kubeconfig`).
@@ -159,10 +177,29 @@ async fn serve(
     // namespaces they use, and a namespace deletion an earlier run left unfinished finishes.
     wisp_apiserver::namespaces::bootstrap(&store).context("preparing namespaces")?;
 
-    // Replicas of an earlier run (if wisp was kill -9ed) are stopped by the platform before
+    // Replicas of an earlier run (if wisp was kill -9ed) are stopped by each backend before
     // it starts any; the controllers then bring every revision back from the store.
-    let platform = ProcessPlatform::new(&args.data_dir.join("run"), ProcessOptions::default())
+    // Revisions whose pods name images run in containers, the others as host processes.
+    let images = Arc::new(crate::images::Images::new(
+        wisp_image::Store::open(args.data_dir.join("images")).context("opening the image store")?,
+        wisp_image::RegistryOptions {
+            insecure_registries: args.insecure_registries.clone(),
+            ..wisp_image::RegistryOptions::default()
+        },
+    ));
+    let processes = ProcessPlatform::new(&args.data_dir.join("run"), ProcessOptions::default())
         .context("starting the process runtime")?;
+    let containers = ProcessPlatform::containers(
+        ContainerOptions {
+            bridge: args.container_bridge.clone(),
+            subnet: args.container_subnet.clone(),
+            runc: args.runc.clone(),
+            ..ContainerOptions::new(args.data_dir.join("containers"))
+        },
+        images.clone(),
+    )
+    .context("starting the container runtime")?;
+    let platform = ByImage::new(processes, containers);
     let shared: SharedPlatform = platform.clone();
     // The autoscaling seam: the activator pokes through it and feeds its collector; the
     // PodAutoscaler reconciler decides from it; the Revision reconciler applies its count.
@@ -177,7 +214,12 @@ async fn serve(
         routing: routing.clone(),
         scaling: scaling.clone(),
         clock: chrono::Utc::now,
-        digests: None,
+        digests: Some(Arc::new(BackgroundResolver::new(images.clone(), {
+            // A revision whose digests are in is reconciled again at once (Knative's
+            // background resolver's enqueue callback).
+            let scaling = scaling.clone();
+            Arc::new(move |key: &wisp_runtime::RevisionKey| scaling.wake(key))
+        }))),
     };
     let (ctl_stop_tx, ctl_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(

@@ -175,6 +175,7 @@ impl ProcessPlatform {
             dir: dir.clone(),
             images,
             unusable: Mutex::new(unusable),
+            network: tokio::sync::OnceCell::new(),
         };
         Ok(ProcessPlatform::with_launcher(
             runtime,
@@ -238,9 +239,12 @@ struct ContainerLauncher {
     runc: Runc,
     dir: PathBuf,
     images: Arc<dyn ImageProvider>,
-    /// Set when the machine cannot run containers (at creation, or when the network could
-    /// not be set up).
+    /// Set when the machine cannot run containers (at creation).
     unusable: Mutex<Option<Failure>>,
+    /// The bridge and NAT, set up when the first replica needs them (so a `wisp serve` that
+    /// runs no container touches neither the host's links nor its iptables); `Some` failure
+    /// when that could not be done.
+    network: tokio::sync::OnceCell<Option<Failure>>,
 }
 
 impl ContainerLauncher {
@@ -250,6 +254,24 @@ impl ContainerLauncher {
 
     fn sandboxes(&self) -> PathBuf {
         self.dir.join("sandboxes")
+    }
+
+    /// Sets up the bridge and NAT once, for the first replica.
+    async fn ensure_network(&self) -> Result<(), Failure> {
+        let failure = self
+            .network
+            .get_or_init(|| async {
+                self.net.set_up().await.err().map(|e| Failure {
+                    reason: "ContainerRuntimeUnavailable".into(),
+                    message: format!(
+                        "setting up the replicas' network (bridge {}, {}/{}) failed: {e}; wisp \
+                         needs root and iptables",
+                        self.net.bridge, self.net.base, self.net.prefix
+                    ),
+                })
+            })
+            .await;
+        failure.clone().map_or(Ok(()), Err)
     }
 
     fn cgroups_path(&self, id: &str) -> String {
@@ -482,15 +504,10 @@ impl Launcher for ContainerLauncher {
                 );
                 self.net.remove_sandbox(n).await;
             }
-            if let Err(e) = self.net.set_up().await {
-                *lock(&self.unusable) = Some(Failure {
-                    reason: "ContainerRuntimeUnavailable".into(),
-                    message: format!(
-                        "setting up the replicas' network (bridge {}, {}/{}) failed: {e}; wisp \
-                         needs root and iptables",
-                        self.net.bridge, self.net.base, self.net.prefix
-                    ),
-                });
+            // The bridge and NAT rule of an earlier run go too; the first replica of this
+            // run sets them up again.
+            if self.net.bridge_exists().await {
+                self.net.tear_down().await;
             }
         })
     }
@@ -500,6 +517,7 @@ impl Launcher for ContainerLauncher {
             if let Some(f) = lock(&self.unusable).clone() {
                 return Err(f);
             }
+            self.ensure_network().await?;
             match self.prepare(&replica).await {
                 Ok(sandbox) => Ok(Box::new(sandbox) as Box<dyn Sandbox>),
                 Err(f) => {
@@ -519,7 +537,8 @@ impl Launcher for ContainerLauncher {
 
     fn shutdown(&self) -> BoxFut<'_, ()> {
         Box::pin(async move {
-            if lock(&self.unusable).is_none() {
+            // Only what this run set up: nothing if no replica ever ran.
+            if lock(&self.unusable).is_none() && self.network.initialized() {
                 self.net.tear_down().await;
                 // `runc delete` removes each container's cgroup but not their parent.
                 remove_cgroup_parents(&format!("wisp-{}", self.net.bridge));

@@ -140,6 +140,14 @@ impl Network {
         .to_vec()
     }
 
+    /// Whether this platform's bridge exists (left by an earlier run, say).
+    pub async fn bridge_exists(&self) -> bool {
+        match host_handle() {
+            Ok(host) => matches!(link_index(&host, &self.bridge).await, Ok(Some(_))),
+            Err(_) => false,
+        }
+    }
+
     /// Removes the bridge and the NAT rule (at shutdown, once no replica is left).
     pub async fn tear_down(&self) {
         let _ = run("iptables", &self.nat_rule("-D")).await;

@@ -54,6 +54,10 @@ pub enum ImageCommand {
         /// Also write the image as an OCI image-layout archive.
         #[arg(long)]
         output: Option<PathBuf>,
+        /// An environment variable of the image, `KEY=VALUE` (repeatable); the sample apps
+        /// need `HOST=0.0.0.0` to listen beyond the container's loopback.
+        #[arg(long = "env", value_name = "KEY=VALUE")]
+        env: Vec<String>,
     },
     /// Write stored images as an OCI image-layout archive.
     Save {
@@ -157,8 +161,9 @@ pub fn run(args: ImageArgs) -> anyhow::Result<bool> {
             binary,
             tag,
             output,
+            env,
         } => {
-            let digest = wisp_image::pack::pack_binary(&store, &binary, &tag)?;
+            let digest = wisp_image::pack::pack_binary(&store, &binary, &tag, &env)?;
             super::out(format_args!("Packed {tag} ({digest})\n"))?;
             if let Some(out) = output {
                 wisp_image::archive::save(&store, &[tag], &out)?;

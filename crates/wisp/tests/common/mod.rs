@@ -28,6 +28,21 @@ pub struct Server {
     extra_args: Vec<String>,
 }
 
+/// A container bridge and subnet of this server's own, so that servers of tests running at
+/// once never share (or clean up) each other's container network: tests run as separate
+/// processes (nextest), so the pid and a per-process count name it.
+fn container_network() -> [String; 4] {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static STARTED: AtomicU32 = AtomicU32::new(0);
+    let n = (std::process::id().wrapping_mul(4) + STARTED.fetch_add(1, Ordering::Relaxed)) % 16384;
+    [
+        "--container-bridge".into(),
+        format!("wt{n:x}"),
+        "--container-subnet".into(),
+        format!("10.{}.{}.0/24", 64 + n / 256, n % 256),
+    ]
+}
+
 pub fn wisp_bin() -> &'static str {
     env!("CARGO_BIN_EXE_wisp")
 }
@@ -51,7 +66,11 @@ impl Server {
             data_dir,
             _tmp: Some(tmp),
             token: String::new(),
-            extra_args: extra.iter().map(|s| s.to_string()).collect(),
+            extra_args: extra
+                .iter()
+                .map(|s| s.to_string())
+                .chain(container_network())
+                .collect(),
         };
         s.spawn();
         s
