@@ -386,17 +386,11 @@ fn container_concurrency_serializes_and_sheds() {
             t.elapsed()
         );
     });
-    let mut done = done.lock().unwrap().clone();
+    let done = done.lock().unwrap().clone();
     assert!(done.iter().all(|(st, _)| *st == 200), "{done:?}");
-    done.sort_by_key(|(_, t)| *t);
-    // Serialized at the app: completions are at least one sleep apart.
-    for w in done.windows(2) {
-        let gap = w[1].1 - w[0].1;
-        assert!(
-            gap >= Duration::from_millis(sleep_ms - 30),
-            "two requests overlapped at the app (completions {gap:?} apart)"
-        );
-    }
+    // Serialized at the app: the burst takes at least one sleep per request. (Gaps between
+    // the clients' completion times are no proof either way: on a loaded machine a client
+    // thread can note its answer late, bringing two completions closer than one sleep.)
     assert!(start.elapsed() >= Duration::from_millis(11 * sleep_ms - 50));
 }
 
@@ -432,17 +426,10 @@ fn container_concurrency_in_proxy_mode_holds_the_burst_in_the_activator() {
             });
         }
     });
-    let mut done = done.lock().unwrap().clone();
+    let done = done.lock().unwrap().clone();
     assert_eq!(done.len(), n);
     assert!(done.iter().all(|(st, _)| *st == 200), "{done:?}");
-    done.sort_by_key(|(_, t)| *t);
-    for w in done.windows(2) {
-        let gap = w[1].1 - w[0].1;
-        assert!(
-            gap >= Duration::from_millis(sleep_ms - 30),
-            "two requests overlapped at the app (completions {gap:?} apart)"
-        );
-    }
+    // One at a time at the app: the burst takes at least one sleep per request (see above).
     assert!(start.elapsed() >= Duration::from_millis(n as u64 * sleep_ms - 50));
 }
 

@@ -293,6 +293,14 @@ async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept() {
     let fx = Fixture::new(2);
     let p = fx.platform();
     tokio::time::timeout(WAIT, p.cleaned_up()).await.unwrap();
+    // The bridge, and so the gateway's address, exists once a first replica runs.
+    let warm = spec(
+        "warm",
+        vec![hello("user-container")],
+        Duration::from_secs(1),
+    );
+    p.scale(&warm, 1);
+    wait_for(&p, &warm.key, "ready", all_ready(1)).await;
     // Outbound: a listener on the host's side of the bridge (the replica's gateway).
     let host = tokio::net::TcpListener::bind("10.213.2.1:0").await.unwrap();
     let host_port = host.local_addr().unwrap().port();

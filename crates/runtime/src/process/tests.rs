@@ -552,11 +552,14 @@ async fn a_recreated_revision_replaces_the_old_replicas() {
     p.scale(&recreated, 1);
     let phases: Vec<ReplicaPhase> = p.replicas(&s.key).iter().map(|r| r.phase).collect();
     // The old replica shows as Terminating until it has exited, which one that SIGTERM
-    // kills at once may already have done by now.
+    // kills at once may already have done by now; and on a loaded machine this thread may
+    // be descheduled long enough for the new replica to pass its (`true`) probe as well.
     assert!(
         matches!(
             phases[..],
-            [ReplicaPhase::Terminating, ReplicaPhase::Starting] | [ReplicaPhase::Starting]
+            [ReplicaPhase::Terminating, ReplicaPhase::Starting]
+                | [ReplicaPhase::Starting]
+                | [ReplicaPhase::Ready]
         ),
         "{phases:?}"
     );
