@@ -26,6 +26,8 @@ pub struct Server {
     _tmp: Option<tempfile::TempDir>,
     pub token: String,
     extra_args: Vec<String>,
+    /// Extra environment of `wisp serve` (e.g. `DOCKER_CONFIG`).
+    envs: Vec<(String, String)>,
 }
 
 /// A container bridge and subnet of this server's own, so that servers of tests running at
@@ -55,6 +57,11 @@ impl Server {
 
     /// Starts a server with extra `wisp serve` flags.
     pub fn start_with(extra: &[&str]) -> Server {
+        Self::start_with_env(extra, &[])
+    }
+
+    /// Starts a server with extra `wisp serve` flags and environment variables.
+    pub fn start_with_env(extra: &[&str], envs: &[(&str, &str)]) -> Server {
         let tmp = tempfile::tempdir().expect("tempdir");
         let data_dir = tmp.path().to_path_buf();
         let mut s = Server {
@@ -71,6 +78,10 @@ impl Server {
                 .map(|s| s.to_string())
                 .chain(container_network())
                 .collect(),
+            envs: envs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         };
         s.spawn();
         s
@@ -85,6 +96,7 @@ impl Server {
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(&self.extra_args)
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
             .env_remove("WISP_TOKEN")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -209,6 +221,16 @@ impl Server {
 
     pub fn data_dir(&self) -> &Path {
         &self.data_dir
+    }
+
+    /// This server's container bridge: also the prefix of its replicas' network namespaces.
+    pub fn container_bridge(&self) -> &str {
+        let i = self
+            .extra_args
+            .iter()
+            .position(|a| a == "--container-bridge")
+            .expect("the harness names a bridge");
+        &self.extra_args[i + 1]
     }
 }
 
