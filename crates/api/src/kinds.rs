@@ -2,7 +2,7 @@
 //! API server, the store and the CLI agree on how a kind is spelled.
 
 /// One served resource kind.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct ResourceKind {
     /// `Service`
     pub kind: &'static str,
@@ -31,6 +31,40 @@ pub struct ResourceKind {
     /// The kind's OpenAPI v3 schema, derived from its Rust type ([`crate::schema`]).
     pub schema: fn() -> serde_json::Value,
 }
+
+/// Two kinds are equal when their facts are; the schema function is left out (function
+/// pointers have no meaningful equality, and a kind's schema follows from its type).
+impl PartialEq for ResourceKind {
+    fn eq(&self, o: &Self) -> bool {
+        (
+            self.kind,
+            self.plural,
+            self.singular,
+            self.short_names,
+            self.group,
+            self.version,
+            self.namespaced,
+            self.categories,
+            self.printer_columns,
+            self.status_subresource,
+            self.description,
+        ) == (
+            o.kind,
+            o.plural,
+            o.singular,
+            o.short_names,
+            o.group,
+            o.version,
+            o.namespaced,
+            o.categories,
+            o.printer_columns,
+            o.status_subresource,
+            o.description,
+        )
+    }
+}
+
+impl Eq for ResourceKind {}
 
 /// One `additionalPrinterColumns` entry of a CRD
 /// (`apiextensions.k8s.io/v1` `CustomResourceColumnDefinition`).
