@@ -37,6 +37,134 @@ pub fn preserved_object(_: &mut schemars::SchemaGenerator) -> Schema {
     })
 }
 
+/// `configMapKeyRef` / `secretKeyRef` of an env var (core/v1 `ConfigMapKeySelector`,
+/// `SecretKeySelector`), kept as JSON by wisp.
+pub fn key_selector(_: &mut schemars::SchemaGenerator) -> Schema {
+    schemars::json_schema!({
+        "description": "Selects a key of a ConfigMap or Secret in the namespace of the revision.",
+        "type": "object",
+        "required": ["key"],
+        "properties": {
+            "name": {"description": "Name of the referent (the ConfigMap or Secret).", "type": "string"},
+            "key": {"description": "The key to select.", "type": "string"},
+            "optional": {"description": "Specify whether the ConfigMap or Secret or its key must be defined. An optional missing one leaves the variable unset.", "type": "boolean"},
+        },
+        "x-kubernetes-map-type": "atomic",
+    })
+}
+
+/// One `envFrom` entry (core/v1 `EnvFromSource`), kept as JSON by wisp.
+pub fn env_from_sources(_: &mut schemars::SchemaGenerator) -> Schema {
+    let reference = |what: &str| {
+        serde_json::json!({
+            "description": format!("The {what} to select from."),
+            "type": "object",
+            "properties": {
+                "name": {"description": format!("Name of the {what}."), "type": "string"},
+                "optional": {"description": format!("Specify whether the {what} must be defined."), "type": "boolean"},
+            },
+            "x-kubernetes-map-type": "atomic",
+        })
+    };
+    schemars::json_schema!({
+        "type": "array",
+        "items": {
+            "description": "EnvFromSource represents the source of a set of ConfigMaps or Secrets: every key becomes an environment variable.",
+            "type": "object",
+            "properties": {
+                "prefix": {"description": "An optional identifier to prepend to each key in the ConfigMap or Secret.", "type": "string"},
+                "configMapRef": reference("ConfigMap"),
+                "secretRef": reference("Secret"),
+            },
+        },
+    })
+}
+
+/// The volume sources wisp mounts (core/v1 `SecretVolumeSource`, `ConfigMapVolumeSource`,
+/// `ProjectedVolumeSource`, `EmptyDirVolumeSource`), for [`crate::serving::Volume`].
+pub fn volume_sources() -> Value {
+    let items = json!({
+        "description": "If unspecified, each key-value pair in the Data field of the referenced object is projected into the volume as a file whose name is the key and content is the value. If specified, the listed keys are projected into the specified paths, and unlisted keys are not present.",
+        "type": "array",
+        "items": {
+            "description": "Maps a string key to a path within a volume.",
+            "type": "object",
+            "required": ["key", "path"],
+            "properties": {
+                "key": {"description": "The key to project.", "type": "string"},
+                "path": {"description": "The relative path of the file to map the key to. May not be an absolute path or contain '..'.", "type": "string"},
+                "mode": {"description": "Optional: mode bits used to set permissions on this file, an octal value between 0000 and 0777 (or the decimal equivalent).", "type": "integer", "format": "int32"},
+            },
+        },
+    });
+    let default_mode = json!({"description": "Mode bits used to set permissions on created files by default, an octal value between 0000 and 0777 (or the decimal equivalent). Defaults to 0644.", "type": "integer", "format": "int32"});
+    let secret = json!({
+        "description": "Secret represents a Secret that should populate this volume.",
+        "type": "object",
+        "properties": {
+            "secretName": {"description": "Name of the Secret in the namespace of the revision to use.", "type": "string"},
+            "items": items,
+            "defaultMode": default_mode,
+            "optional": {"description": "Specify whether the Secret or its keys must be defined.", "type": "boolean"},
+        },
+    });
+    let config_map = json!({
+        "description": "ConfigMap represents a ConfigMap that should populate this volume.",
+        "type": "object",
+        "properties": {
+            "name": {"description": "Name of the ConfigMap.", "type": "string"},
+            "items": items,
+            "defaultMode": default_mode,
+            "optional": {"description": "Specify whether the ConfigMap or its keys must be defined.", "type": "boolean"},
+        },
+        "x-kubernetes-map-type": "atomic",
+    });
+    let projection = |what: &str| {
+        json!({
+            "description": format!("Information about the {what} data to project."),
+            "type": "object",
+            "properties": {
+                "name": {"description": format!("Name of the {what}."), "type": "string"},
+                "items": items,
+                "optional": {"description": format!("Specify whether the {what} or its keys must be defined."), "type": "boolean"},
+            },
+            "x-kubernetes-map-type": "atomic",
+        })
+    };
+    json!({
+        "secret": secret,
+        "configMap": config_map,
+        "projected": {
+            "description": "Projected items for all-in-one resources: Secrets and ConfigMaps.",
+            "type": "object",
+            "properties": {
+                "sources": {
+                    "description": "The list of volume projections.",
+                    "type": "array",
+                    "items": {
+                        "description": "Projection that may be projected along with other supported volume types.",
+                        "type": "object",
+                        "properties": {"secret": projection("Secret"), "configMap": projection("ConfigMap")},
+                    },
+                },
+                "defaultMode": default_mode,
+            },
+        },
+        "emptyDir": {
+            "description": "EmptyDir represents a temporary directory that shares a revision replica's lifetime.",
+            "type": "object",
+            "properties": {
+                "medium": {"description": "What type of storage medium should back this directory: \"\" (the default) or Memory.", "type": "string"},
+                "sizeLimit": {
+                    "description": "Total amount of local storage required for this EmptyDir volume.",
+                    "anyOf": [{"type": "integer"}, {"type": "string"}],
+                    "x-kubernetes-int-or-string": true,
+                },
+            },
+        },
+    })
+}
+
 /// Rewrites what schemars emits into what a Kubernetes client expects of a structural
 /// schema:
 /// - a `true` schema (a `serde_json::Value` field) is an object whose content is kept;
@@ -170,6 +298,21 @@ mod tests {
         let port = &container["properties"]["readinessProbe"]["properties"]["httpGet"]["properties"]
             ["port"];
         assert_eq!(port["x-kubernetes-int-or-string"], true, "{port}");
+        let volume = &pod["properties"]["volumes"]["items"]["properties"];
+        assert_eq!(
+            volume["secret"]["properties"]["secretName"]["type"],
+            "string"
+        );
+        assert!(
+            volume["projected"]["properties"]["sources"]["items"]["properties"]["configMap"]
+                .is_object()
+        );
+        let env = &container["properties"]["env"]["items"]["properties"];
+        assert_eq!(
+            env["valueFrom"]["properties"]["secretKeyRef"]["required"],
+            json!(["key"])
+        );
+        assert!(container["properties"]["envFrom"]["items"]["properties"]["secretRef"].is_object());
         let text = s.to_string();
         assert!(!text.contains("\"$ref\""), "everything is inlined");
         assert!(!text.contains("nullable"));

@@ -295,6 +295,7 @@ pub struct Container {
         description = "List of sources to populate environment variables in the container: every key of a ConfigMap or Secret becomes a variable."
     )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::env_from_sources")]
     pub env_from: Vec<Value>,
     #[schemars(
         description = "Container's working directory. If not specified, the container runtime's default will be used."
@@ -404,9 +405,11 @@ pub struct EnvVar {
 pub struct EnvVarSource {
     #[schemars(description = "Selects a key of a ConfigMap.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::key_selector")]
     pub config_map_key_ref: Option<Value>,
     #[schemars(description = "Selects a key of a secret in the pod's namespace.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::key_selector")]
     pub secret_key_ref: Option<Value>,
     #[schemars(description = "Selects a field of the pod.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -654,17 +657,16 @@ impl schemars::JsonSchema for Volume {
     }
 
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut properties = crate::schema::volume_sources();
+        properties["name"] = serde_json::json!({
+            "description": "name of the volume. Must be a DNS_LABEL and unique within the pod.",
+            "type": "string",
+        });
         schemars::json_schema!({
-            "description": "Volume represents a named volume in a pod that may be accessed by any container in the pod. Besides its name it carries exactly one volume source: secret, configMap, projected or emptyDir.",
+            "description": "Volume represents a named volume in a pod that may be accessed by any container in the pod. Besides its name it carries exactly one volume source: secret, configMap, projected or emptyDir (other sources are refused).",
             "type": "object",
             "required": ["name"],
-            "properties": {
-                "name": {
-                    "description": "name of the volume. Must be a DNS_LABEL and unique within the pod.",
-                    "type": "string",
-                },
-            },
-            "x-kubernetes-preserve-unknown-fields": true,
+            "properties": properties,
         })
     }
 }

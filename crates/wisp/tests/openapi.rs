@@ -243,6 +243,21 @@ fn kubectl_explain_prints_descriptions_and_fields() {
         );
     }
 
+    // Volumes and env sources wisp keeps as JSON still explain their fields.
+    let out = k.ok(&["explain", "ksvc.spec.template.spec.volumes.secret"]);
+    let fields = explained_fields(&out);
+    for f in ["defaultMode", "items", "optional", "secretName"] {
+        assert!(
+            fields.iter().any(|x| x == f),
+            "{f} not in {fields:?}\n{out}"
+        );
+    }
+    let out = k.ok(&[
+        "explain",
+        "ksvc.spec.template.spec.containers.env.valueFrom.secretKeyRef",
+    ]);
+    assert!(out.contains("key\t<string> -required-"), "{out}");
+
     // The core kinds come from /openapi/v3/api/v1.
     let out = k.ok(&["explain", "secret.stringData"]);
     assert!(
