@@ -77,6 +77,26 @@ fn openapi_documents_with_hashes_etags_and_not_modified() {
     assert_eq!(resp.status(), 301);
     assert_eq!(resp.headers()["location"].to_str().unwrap(), url);
 
+    // Only JSON is served: a client that takes only protobuf gets a 406 Status; a write
+    // is a 405 Status.
+    let resp = get(plain)
+        .header(
+            "Accept",
+            "application/com.github.proto-openapi.spec.v3@v1.0+protobuf",
+        )
+        .send()
+        .unwrap();
+    assert_eq!(resp.status(), 406);
+    assert_eq!(resp.json::<Value>().unwrap()["reason"], "NotAcceptable");
+    let resp = http
+        .post(s.url(plain))
+        .header("Authorization", s.auth())
+        .body("{}")
+        .send()
+        .unwrap();
+    assert_eq!(resp.status(), 405);
+    assert_eq!(resp.json::<Value>().unwrap()["reason"], "MethodNotAllowed");
+
     // An unknown group-version: kube's 404 Status.
     let resp = get("/openapi/v3/apis/nope.example.com/v1").send().unwrap();
     assert_eq!(resp.status(), 404);
