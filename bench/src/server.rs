@@ -27,6 +27,9 @@ pub struct Options {
     pub start_timeout: Duration,
     /// How long `stop` waits after SIGTERM before it sends SIGKILL.
     pub stop_timeout: Duration,
+    /// Serve the API over HTTPS (wisp's default; kubectl sends no token over plain HTTP).
+    /// [`Server::api`] then does not work (it trusts no CA): use the data dir's `ca.crt`.
+    pub api_tls: bool,
 }
 
 impl Options {
@@ -36,6 +39,7 @@ impl Options {
             config: None,
             start_timeout: Duration::from_secs(20),
             stop_timeout: Duration::from_secs(30),
+            api_tls: false,
         }
     }
 }
@@ -105,7 +109,7 @@ impl Server {
             .args(["--api-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
             // The benchmarks measure wisp's work, not TLS's: the API speaks plain HTTP
             // (allowed on loopback only).
-            .arg("--api-insecure-http")
+            .args((!opts.api_tls).then_some("--api-insecure-http"))
             // Every listener on an ephemeral port, so benchmarks can run side by side.
             .args(["--local-addr", "127.0.0.1:0"])
             .arg("--data-dir")

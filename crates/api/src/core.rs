@@ -194,24 +194,37 @@ fn validate_name(meta: &ObjectMeta, check: fn(&str) -> Vec<String>) -> Vec<Field
 // === Namespace ===
 
 /// A Namespace. `spec.finalizers` and `status` are the only fields kube gives it.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Namespace {
+    #[schemars(
+        description = "APIVersion defines the versioned schema of this representation of an object."
+    )]
     #[serde(default)]
     pub api_version: String,
+    #[schemars(
+        description = "Kind is a string value representing the REST resource this object represents."
+    )]
     #[serde(default)]
     pub kind: String,
+    #[schemars(description = "Standard object's metadata.")]
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[schemars(description = "Spec defines the behavior of the Namespace.")]
     #[serde(default)]
     pub spec: NamespaceSpec,
+    #[schemars(description = "Status describes the current status of a Namespace.")]
     #[serde(default)]
     pub status: NamespaceStatus,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "NamespaceSpec describes the attributes on a Namespace.")]
 pub struct NamespaceSpec {
+    #[schemars(
+        description = "Finalizers is an opaque list of values that must be empty to permanently remove the object from storage."
+    )]
     #[serde(
         default,
         deserialize_with = "null_as_default",
@@ -220,9 +233,13 @@ pub struct NamespaceSpec {
     pub finalizers: Vec<String>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "NamespaceStatus is information about the current status of a Namespace.")]
 pub struct NamespaceStatus {
+    #[schemars(
+        description = "Phase is the current lifecycle phase of the namespace: Active or Terminating."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub phase: String,
 }
@@ -273,23 +290,35 @@ pub fn validate_namespace(ns: &Namespace) -> Vec<FieldErr> {
 
 // === ConfigMap ===
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigMap {
+    #[schemars(
+        description = "APIVersion defines the versioned schema of this representation of an object."
+    )]
     #[serde(default)]
     pub api_version: String,
+    #[schemars(
+        description = "Kind is a string value representing the REST resource this object represents."
+    )]
     #[serde(default)]
     pub kind: String,
+    #[schemars(description = "Standard object's metadata.")]
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[schemars(
+        description = "If set to true, the data stored in the ConfigMap cannot be updated, only the object's metadata."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub immutable: Option<bool>,
+    #[schemars(description = "Data contains the configuration data: UTF-8 strings by key.")]
     #[serde(
         default,
         deserialize_with = "null_as_default",
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub data: BTreeMap<String, String>,
+    #[schemars(description = "BinaryData contains the binary data by key, base64-encoded.")]
     #[serde(
         default,
         deserialize_with = "null_as_default",
@@ -363,29 +392,48 @@ fn too_long() -> String {
 pub const SECRET_TYPE_OPAQUE: &str = "Opaque";
 
 /// A Secret. `string_data` is write-only: [`prepare_secret`] merges it into `data`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Secret {
+    #[schemars(
+        description = "APIVersion defines the versioned schema of this representation of an object."
+    )]
     #[serde(default)]
     pub api_version: String,
+    #[schemars(
+        description = "Kind is a string value representing the REST resource this object represents."
+    )]
     #[serde(default)]
     pub kind: String,
+    #[schemars(description = "Standard object's metadata.")]
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[schemars(
+        description = "If set to true, the data stored in the Secret cannot be updated, only the object's metadata."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub immutable: Option<bool>,
+    #[schemars(
+        description = "Data contains the secret data by key; each value is base64-encoded."
+    )]
     #[serde(
         default,
         deserialize_with = "null_as_default",
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub data: BTreeMap<String, Bytes>,
+    #[schemars(
+        description = "A write-only convenience to give secret data as plain strings; merged into data on write, never returned."
+    )]
     #[serde(
         default,
         deserialize_with = "null_as_default",
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub string_data: BTreeMap<String, String>,
+    #[schemars(
+        description = "Used to facilitate programmatic handling of secret data, for example Opaque."
+    )]
     #[serde(rename = "type", default, skip_serializing_if = "String::is_empty")]
     pub type_: String,
 }
@@ -521,6 +569,17 @@ where
 /// Bytes that travel as standard, padded base64 in JSON (Go's `[]byte`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Bytes(pub Vec<u8>);
+
+/// Go's `[]byte` in OpenAPI: a base64 string.
+impl schemars::JsonSchema for Bytes {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Bytes".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({"type": "string", "format": "byte"})
+    }
+}
 
 impl Serialize for Bytes {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {

@@ -2,7 +2,7 @@
 //! API server, the store and the CLI agree on how a kind is spelled.
 
 /// One served resource kind.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 pub struct ResourceKind {
     /// `Service`
     pub kind: &'static str,
@@ -26,7 +26,45 @@ pub struct ResourceKind {
     /// Whether the kind has a `status` subresource (every Knative kind and Namespace do;
     /// Secret and ConfigMap have no status).
     pub status_subresource: bool,
+    /// What `kubectl explain` prints for the kind (its OpenAPI schema's description).
+    pub description: &'static str,
+    /// The kind's OpenAPI v3 schema, derived from its Rust type ([`crate::schema`]).
+    pub schema: fn() -> serde_json::Value,
 }
+
+/// Two kinds are equal when their facts are; the schema function is left out (function
+/// pointers have no meaningful equality, and a kind's schema follows from its type).
+impl PartialEq for ResourceKind {
+    fn eq(&self, o: &Self) -> bool {
+        (
+            self.kind,
+            self.plural,
+            self.singular,
+            self.short_names,
+            self.group,
+            self.version,
+            self.namespaced,
+            self.categories,
+            self.printer_columns,
+            self.status_subresource,
+            self.description,
+        ) == (
+            o.kind,
+            o.plural,
+            o.singular,
+            o.short_names,
+            o.group,
+            o.version,
+            o.namespaced,
+            o.categories,
+            o.printer_columns,
+            o.status_subresource,
+            o.description,
+        )
+    }
+}
+
+impl Eq for ResourceKind {}
 
 /// One `additionalPrinterColumns` entry of a CRD
 /// (`apiextensions.k8s.io/v1` `CustomResourceColumnDefinition`).
@@ -125,6 +163,19 @@ impl ResourceKind {
         }
     }
 
+    /// The name of the kind's schema in kube-apiserver's OpenAPI documents: the group's DNS
+    /// labels reversed for a CRD (`dev.knative.serving.v1.Service`, as apiextensions-apiserver
+    /// names it in `pkg/controller/openapi/builder/builder.go`), `io.k8s.api.core.v1.Secret`
+    /// for a core kind.
+    pub fn openapi_name(&self) -> String {
+        if self.is_core() {
+            format!("io.k8s.api.core.{}.{}", self.version, self.kind)
+        } else {
+            let group: Vec<&str> = self.group.rsplit('.').collect();
+            format!("{}.{}.{}", group.join("."), self.version, self.kind)
+        }
+    }
+
     /// `services.serving.knative.dev` (`configmaps` for a core kind): the group-qualified
     /// plural, the resource string the store files objects under and Kubernetes names a kind
     /// by in its error messages.
@@ -148,6 +199,8 @@ pub const SERVICE: ResourceKind = ResourceKind {
     categories: SERVING_CATEGORIES,
     printer_columns: &[URL, LATEST_CREATED, LATEST_READY, READY, REASON],
     status_subresource: true,
+    description: "Service acts as a top-level container that manages a Route and Configuration which implement a network service. The Service stamps out a new Revision for every change of its template and routes traffic to the latest ready Revision, or to the Revisions its traffic block names.",
+    schema: crate::schema::of::<crate::serving::Service>,
 };
 pub const CONFIGURATION: ResourceKind = ResourceKind {
     kind: "Configuration",
@@ -160,6 +213,8 @@ pub const CONFIGURATION: ResourceKind = ResourceKind {
     categories: SERVING_CATEGORIES,
     printer_columns: &[LATEST_CREATED, LATEST_READY, READY, REASON],
     status_subresource: true,
+    description: "Configuration represents the \"floating HEAD\" of a linear history of Revisions. Users create new Revisions by updating the spec of the Configuration; the latest created and latest ready Revisions are reported in its status.",
+    schema: crate::schema::of::<crate::serving::Configuration>,
 };
 pub const REVISION: ResourceKind = ResourceKind {
     kind: "Revision",
@@ -186,6 +241,8 @@ pub const REVISION: ResourceKind = ResourceKind {
         PrinterColumn::integer("Desired Replicas", ".status.desiredReplicas"),
     ],
     status_subresource: true,
+    description: "Revision is an immutable snapshot of code and configuration, stamped out by a Configuration. A Revision is scaled with its traffic, down to zero when it receives none.",
+    schema: crate::schema::of::<crate::serving::Revision>,
 };
 pub const ROUTE: ResourceKind = ResourceKind {
     kind: "Route",
@@ -198,6 +255,8 @@ pub const ROUTE: ResourceKind = ResourceKind {
     categories: SERVING_CATEGORIES,
     printer_columns: &[URL, READY, REASON],
     status_subresource: true,
+    description: "Route is responsible for configuring ingress over a collection of Revisions: it names the network endpoint and splits traffic between Revisions, directly or through the latest ready Revision of a Configuration.",
+    schema: crate::schema::of::<crate::serving::Route>,
 };
 pub const POD_AUTOSCALER: ResourceKind = ResourceKind {
     kind: "PodAutoscaler",
@@ -215,6 +274,8 @@ pub const POD_AUTOSCALER: ResourceKind = ResourceKind {
         REASON,
     ],
     status_subresource: true,
+    description: "PodAutoscaler is a Knative abstraction that encapsulates the interface by which Knative components instantiate autoscalers: it holds the autoscaling target of one Revision and reports the scale the autoscaler decided.",
+    schema: crate::schema::of::<crate::autoscaling::PodAutoscaler>,
 };
 
 // The core kinds: names and short names as kube-apiserver's discovery lists them
@@ -250,6 +311,8 @@ pub const NAMESPACE: ResourceKind = ResourceKind {
         CORE_AGE,
     ],
     status_subresource: true,
+    description: "Namespace provides a scope for Names. Deleting a namespace deletes everything in it.",
+    schema: crate::schema::of::<crate::core::Namespace>,
 };
 pub const SECRET: ResourceKind = ResourceKind {
     kind: "Secret",
@@ -273,6 +336,8 @@ pub const SECRET: ResourceKind = ResourceKind {
         CORE_AGE,
     ],
     status_subresource: false,
+    description: "Secret holds secret data of a certain type. The total bytes of the values in the Data field must be less than MaxSecretSize bytes.",
+    schema: crate::schema::of::<crate::core::Secret>,
 };
 pub const CONFIG_MAP: ResourceKind = ResourceKind {
     kind: "ConfigMap",
@@ -292,6 +357,8 @@ pub const CONFIG_MAP: ResourceKind = ResourceKind {
         CORE_AGE,
     ],
     status_subresource: false,
+    description: "ConfigMap holds configuration data for pods to consume.",
+    schema: crate::schema::of::<crate::core::ConfigMap>,
 };
 
 /// The Knative kinds, in the order `wisp get all` prints them.

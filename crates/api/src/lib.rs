@@ -20,6 +20,7 @@ pub mod labels;
 pub mod meta;
 pub mod quantity;
 pub mod routing;
+pub mod schema;
 pub mod serving;
 pub mod validation;
 

@@ -67,6 +67,22 @@ pub struct Quantity {
     canonical: String,
 }
 
+/// kube's structural schema of `resource.Quantity` (`apimachinery/pkg/api/resource`):
+/// a number or a string.
+impl schemars::JsonSchema for Quantity {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Quantity".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "pattern": "^(\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\\+|-)?(([0-9]+(\\.[0-9]*)?)|(\\.[0-9]+))))?$",
+            "x-kubernetes-int-or-string": true,
+        })
+    }
+}
+
 impl Quantity {
     /// `resource.ParseQuantity`.
     pub fn parse(s: &str) -> Result<Quantity, QuantityError> {

@@ -19,8 +19,9 @@ pub const GROUP: &str = "serving.knative.dev";
 pub const API_VERSION: &str = "serving.knative.dev/v1";
 
 /// A top-level object: `apiVersion`, `kind`, `metadata`, `spec` and (optional) `status`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(bound = "S: schemars::JsonSchema + Default + Serialize, T: schemars::JsonSchema")]
 pub struct Object<S, T> {
     #[serde(default)]
     pub api_version: String,
@@ -117,54 +118,93 @@ impl Revision {
 }
 
 /// `Service.spec`: an inline ConfigurationSpec plus an inline RouteSpec.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    description = "ServiceSpec holds the desired state of the Service: the template of the revisions to create (as a Configuration) and how traffic is split among revisions (as a Route)."
+)]
 pub struct ServiceSpec {
+    #[schemars(
+        description = "Template holds the latest specification for the Revision to be stamped out."
+    )]
     #[serde(default)]
     pub template: RevisionTemplateSpec,
+    #[schemars(
+        description = "Traffic specifies how to distribute traffic over a collection of revisions and configurations."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traffic: Vec<TrafficTarget>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "ConfigurationSpec holds the desired state of the Configuration.")]
 pub struct ConfigurationSpec {
+    #[schemars(
+        description = "Template holds the latest specification for the Revision to be stamped out."
+    )]
     #[serde(default)]
     pub template: RevisionTemplateSpec,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "RouteSpec holds the desired state of the Route.")]
 pub struct RouteSpec {
+    #[schemars(
+        description = "Traffic specifies how to distribute traffic over a collection of revisions and configurations."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traffic: Vec<TrafficTarget>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    description = "RevisionTemplateSpec describes the data a revision should have when created from a template."
+)]
 pub struct RevisionTemplateSpec {
+    #[schemars(
+        description = "Metadata for the revisions stamped out from this template: labels, annotations (autoscaling settings among them) and optionally a name."
+    )]
     #[serde(default)]
     pub metadata: ObjectMeta,
+    #[schemars(description = "The specification of the revisions stamped out from this template.")]
     #[serde(default)]
     pub spec: RevisionSpec,
 }
 
 /// `Revision.spec`: an inline core PodSpec plus Knative's four fields.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    description = "RevisionSpec holds the desired state of the Revision: a pod specification plus the request-handling settings of the revision."
+)]
 pub struct RevisionSpec {
+    #[schemars(
+        description = "The maximum number of concurrent requests a single replica of this revision handles. 0 means no limit (the system decides); when unset, the cluster default applies."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container_concurrency: Option<i64>,
+    #[schemars(
+        description = "The maximum duration in seconds that the request routing layer will wait for a request delivered to a container to finish."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_seconds: Option<i64>,
+    #[schemars(
+        description = "The maximum duration in seconds that the request routing layer will wait for a request delivered to a container to begin sending any network traffic."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub response_start_timeout_seconds: Option<i64>,
+    #[schemars(
+        description = "The maximum duration in seconds a request will be allowed to stay open while not receiving any bytes from the user's application."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idle_timeout_seconds: Option<i64>,
     #[serde(flatten)]
@@ -173,21 +213,38 @@ pub struct RevisionSpec {
 
 /// The subset of a Kubernetes PodSpec that Knative accepts; feature-gated fields are kept as
 /// raw JSON because wisp only checks whether they may be set.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PodSpec {
+    #[schemars(
+        description = "List of containers belonging to the pod. Exactly one container serves requests (the one that declares a port, or the only one); others are sidecars."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub containers: Vec<Container>,
+    #[schemars(
+        description = "List of initialization containers, run to completion in order before the containers start."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub init_containers: Vec<Container>,
+    #[schemars(
+        description = "List of volumes that can be mounted by containers belonging to the pod."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<Volume>,
+    #[schemars(description = "Name of the ServiceAccount to use to run this pod.")]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub service_account_name: String,
+    #[schemars(
+        description = "References to secrets in the same namespace to use for pulling any of the images used by this pod."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub image_pull_secrets: Vec<Value>,
+    #[schemars(
+        description = "Whether information about services should be injected into the pod's environment variables."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub enable_service_links: Option<bool>,
+    #[schemars(description = "Whether a service account token should be automatically mounted.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub automount_service_account_token: Option<bool>,
     /// Feature-gated and always-rejected PodSpec fields, by their JSON name
@@ -209,41 +266,84 @@ impl PodSpec {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "A single application container that you want to run within a pod.")]
 pub struct Container {
+    #[schemars(
+        description = "Name of the container specified as a DNS_LABEL. Each container in a pod must have a unique name."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    #[schemars(description = "Container image name: the image to run for this container.")]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image: String,
+    #[schemars(
+        description = "Entrypoint array. Not executed within a shell. The image's entrypoint is used if this is not provided."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
+    #[schemars(
+        description = "Arguments to the entrypoint. The image's command arguments are used if this is not provided."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub args: Vec<String>,
+    #[schemars(description = "List of environment variables to set in the container.")]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
+    #[schemars(
+        description = "List of sources to populate environment variables in the container: every key of a ConfigMap or Secret becomes a variable."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::schema::env_from_sources")]
     pub env_from: Vec<Value>,
+    #[schemars(
+        description = "Container's working directory. If not specified, the container runtime's default will be used."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub working_dir: String,
+    #[schemars(description = "Image pull policy: Always, Never or IfNotPresent.")]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image_pull_policy: String,
+    #[schemars(
+        description = "List of ports to expose from the container. At most one port may be given: the port the container serves requests on."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ports: Vec<ContainerPort>,
+    #[schemars(
+        description = "Periodic probe of container liveness. The container is restarted if the probe fails."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub liveness_probe: Option<Probe>,
+    #[schemars(
+        description = "Periodic probe of container service readiness. A replica receives requests only while this probe succeeds."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness_probe: Option<Probe>,
+    #[schemars(
+        description = "StartupProbe indicates that the container has successfully initialized; other probes wait until it succeeds."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_probe: Option<Probe>,
+    #[schemars(description = "Compute resources required by this container.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
+    #[schemars(
+        description = "SecurityContext defines the security options the container should be run with."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub security_context: Option<SecurityContext>,
+    #[schemars(
+        description = "Path at which the file to which the container's termination message will be written is mounted."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub termination_message_path: String,
+    #[schemars(
+        description = "Indicate how the termination message should be populated: File or FallbackToLogsOnError."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub termination_message_policy: String,
+    #[schemars(description = "Pod volumes to mount into the container's filesystem.")]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<VolumeMount>,
     /// Container fields Knative rejects (`lifecycle`, `stdin`, `tty`, …).
@@ -254,14 +354,19 @@ pub struct Container {
 /// `resources`: the quantities are parsed when the object is decoded, as kube-apiserver
 /// decodes a `resource.Quantity` (a malformed one refuses the object with apimachinery's
 /// message), and written back in canonical form (`1000m` is stored as `1`).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(description = "ResourceRequirements describes the compute resource requirements.")]
 pub struct ResourceRequirements {
+    #[schemars(description = "Limits describes the maximum amount of compute resources allowed.")]
     #[serde(
         default,
         deserialize_with = "null_as_empty",
         skip_serializing_if = "BTreeMap::is_empty"
     )]
     pub limits: BTreeMap<String, Quantity>,
+    #[schemars(
+        description = "Requests describes the minimum amount of compute resources required."
+    )]
     #[serde(
         default,
         deserialize_with = "null_as_empty",
@@ -273,41 +378,62 @@ pub struct ResourceRequirements {
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "EnvVar represents an environment variable present in a container.")]
 pub struct EnvVar {
+    #[schemars(description = "Name of the environment variable.")]
     #[serde(default)]
     pub name: String,
+    #[schemars(
+        description = "Variable value; $(VAR_NAME) references to earlier variables are expanded."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
+    #[schemars(
+        description = "Source for the environment variable's value. Cannot be used if value is not empty."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_from: Option<EnvVarSource>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "EnvVarSource represents a source for the value of an EnvVar.")]
 pub struct EnvVarSource {
+    #[schemars(description = "Selects a key of a ConfigMap.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::key_selector")]
     pub config_map_key_ref: Option<Value>,
+    #[schemars(description = "Selects a key of a secret in the pod's namespace.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::schema::key_selector")]
     pub secret_key_ref: Option<Value>,
+    #[schemars(description = "Selects a field of the pod.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub field_ref: Option<Value>,
+    #[schemars(description = "Selects a resource of the container: limits and requests.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource_field_ref: Option<Value>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "ContainerPort represents a network port in a single container.")]
 pub struct ContainerPort {
+    #[schemars(
+        description = "If specified, this must be an IANA_SVC_NAME; h2c selects HTTP/2 with prior knowledge, http1 (or empty) HTTP/1.1."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    #[schemars(description = "Number of port to expose on the pod's IP address.")]
     #[serde(default)]
     pub container_port: i64,
+    #[schemars(description = "Protocol for port. Must be TCP.")]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub protocol: String,
     /// `hostIP`, `hostPort` and anything else Knative rejects.
@@ -316,27 +442,50 @@ pub struct ContainerPort {
 }
 
 /// A probe. The handler actions are kept as typed-enough structs for the runtime to run them.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    description = "Probe describes a health check to be performed against a container to determine whether it is alive or ready to receive traffic."
+)]
 pub struct Probe {
+    #[schemars(description = "HTTPGet specifies an HTTP GET request to perform.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub http_get: Option<HttpGetAction>,
+    #[schemars(description = "TCPSocket specifies a connection to a TCP port.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tcp_socket: Option<TcpSocketAction>,
+    #[schemars(description = "Exec specifies a command to execute in the container.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exec: Option<ExecAction>,
+    #[schemars(description = "GRPC specifies a GRPC HealthCheckRequest.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grpc: Option<GrpcAction>,
+    #[schemars(
+        description = "Number of seconds after the container has started before probes are initiated."
+    )]
     #[serde(default, skip_serializing_if = "zero_or_none")]
     pub initial_delay_seconds: Option<i64>,
+    #[schemars(description = "Number of seconds after which the probe times out.")]
     #[serde(default, skip_serializing_if = "zero_or_none")]
     pub timeout_seconds: Option<i64>,
+    #[schemars(
+        description = "How often (in seconds) to perform the probe. 0 on a readiness probe means probing aggressively until the first success."
+    )]
     #[serde(default, skip_serializing_if = "zero_or_none")]
     pub period_seconds: Option<i64>,
+    #[schemars(
+        description = "Minimum consecutive successes for the probe to be considered successful after having failed."
+    )]
     #[serde(default, skip_serializing_if = "zero_or_none")]
     pub success_threshold: Option<i64>,
+    #[schemars(
+        description = "Minimum consecutive failures for the probe to be considered failed after having succeeded."
+    )]
     #[serde(default, skip_serializing_if = "zero_or_none")]
     pub failure_threshold: Option<i64>,
+    #[schemars(
+        description = "Optional duration in seconds the pod needs to terminate gracefully upon probe failure."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_grace_period_seconds: Option<i64>,
     #[serde(flatten)]
@@ -358,56 +507,79 @@ fn false_or_none(v: &Option<bool>) -> bool {
 /// An IntOrString port reference (`8080` or `"http"`); absent is `Value::Null`.
 pub type IntOrString = Value;
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "HTTPGetAction describes an action based on HTTP Get requests.")]
 pub struct HttpGetAction {
+    #[schemars(description = "Path to access on the HTTP server.")]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
+    #[schemars(description = "Name or number of the port to access on the container.")]
     #[serde(default, skip_serializing_if = "Value::is_null")]
+    #[schemars(schema_with = "crate::schema::int_or_string")]
     pub port: IntOrString,
+    #[schemars(description = "Host name to connect to, defaults to the pod IP.")]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub host: String,
+    #[schemars(description = "Scheme to use for connecting to the host. Defaults to HTTP.")]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub scheme: String,
+    #[schemars(description = "Custom headers to set in the request.")]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub http_headers: Vec<HttpHeader>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(description = "HTTPHeader describes a custom header to be used in HTTP probes.")]
 pub struct HttpHeader {
+    #[schemars(description = "The header field name.")]
     #[serde(default)]
     pub name: String,
+    #[schemars(description = "The header field value.")]
     #[serde(default)]
     pub value: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "TCPSocketAction describes an action based on opening a socket.")]
 pub struct TcpSocketAction {
+    #[schemars(description = "Number or name of the port to access on the container.")]
     #[serde(default, skip_serializing_if = "Value::is_null")]
+    #[schemars(schema_with = "crate::schema::int_or_string")]
     pub port: IntOrString,
+    #[schemars(description = "Optional: Host name to connect to, defaults to the pod IP.")]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub host: String,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "ExecAction describes a \"run in container\" action.")]
 pub struct ExecAction {
+    #[schemars(
+        description = "Command is the command line to execute inside the container; it is not run in a shell."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub command: Vec<String>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "GRPCAction describes a gRPC health check.")]
 pub struct GrpcAction {
+    #[schemars(description = "Port number of the gRPC service.")]
     #[serde(default)]
     pub port: i64,
+    #[schemars(
+        description = "Service is the name of the service to place in the gRPC HealthCheckRequest."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service: Option<String>,
     #[serde(flatten)]
@@ -415,33 +587,49 @@ pub struct GrpcAction {
 }
 
 /// Container security context; only the fields Knative's mask allows are modelled.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    description = "SecurityContext holds security configuration that will be applied to a container."
+)]
 pub struct SecurityContext {
+    #[schemars(description = "The capabilities to add/drop when running containers.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub capabilities: Option<Capabilities>,
+    #[schemars(description = "Whether this container has a read-only root filesystem.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_only_root_filesystem: Option<bool>,
+    #[schemars(description = "The UID to run the entrypoint of the container process.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_as_user: Option<i64>,
+    #[schemars(description = "The GID to run the entrypoint of the container process.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_as_group: Option<i64>,
+    #[schemars(description = "Indicates that the container must run as a non-root user.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_as_non_root: Option<bool>,
+    #[schemars(
+        description = "Controls whether a process can gain more privileges than its parent process."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_privilege_escalation: Option<bool>,
+    #[schemars(description = "The seccomp options to use by this container.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seccomp_profile: Option<Value>,
+    #[schemars(description = "Run container in privileged mode.")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub privileged: Option<bool>,
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(description = "Adds and removes POSIX capabilities from running containers.")]
 pub struct Capabilities {
+    #[schemars(description = "Added capabilities.")]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub add: Vec<String>,
+    #[schemars(description = "Removed capabilities.")]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drop: Vec<String>,
     #[serde(flatten)]
@@ -458,6 +646,29 @@ pub struct Volume {
     /// `secret`, `configMap`, `projected`, `emptyDir`, `persistentVolumeClaim`, … by JSON name.
     #[serde(flatten)]
     pub source: BTreeMap<String, Value>,
+}
+
+/// A volume's schema: its name, and its source kept as given (wisp reads `secret`,
+/// `configMap`, `projected` and `emptyDir`; validation refuses the sources Knative does not
+/// allow).
+impl schemars::JsonSchema for Volume {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Volume".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut properties = crate::schema::volume_sources();
+        properties["name"] = serde_json::json!({
+            "description": "name of the volume. Must be a DNS_LABEL and unique within the pod.",
+            "type": "string",
+        });
+        schemars::json_schema!({
+            "description": "Volume represents a named volume in a pod that may be accessed by any container in the pod. Besides its name it carries exactly one volume source: secret, configMap, projected or emptyDir (other sources are refused).",
+            "type": "object",
+            "required": ["name"],
+            "properties": properties,
+        })
+    }
 }
 
 /// A `ResourceList` given as `null` (`limits:` with nothing after it in YAML) is an empty
@@ -481,7 +692,7 @@ struct VolumeWire {
     source: BTreeMap<String, Value>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, schemars::JsonSchema)]
 struct EmptyDirWire {
     #[serde(default, rename = "sizeLimit", skip_serializing_if = "Option::is_none")]
     size_limit: Option<Quantity>,
@@ -506,17 +717,29 @@ impl From<VolumeWire> for Volume {
     }
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "VolumeMount describes a mounting of a Volume within a container.")]
 pub struct VolumeMount {
+    #[schemars(description = "This must match the Name of a Volume.")]
     #[serde(default)]
     pub name: String,
+    #[schemars(description = "Path within the container at which the volume should be mounted.")]
     #[serde(default)]
     pub mount_path: String,
+    #[schemars(
+        description = "Mounted read-only if true, read-write otherwise (false or unspecified)."
+    )]
     #[serde(default, skip_serializing_if = "false_or_none")]
     pub read_only: Option<bool>,
+    #[schemars(
+        description = "Path within the volume from which the container's volume should be mounted."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub sub_path: String,
+    #[schemars(
+        description = "Determines how mounts are propagated from the host to container and the other way around."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount_propagation: Option<String>,
     #[serde(flatten)]
@@ -524,66 +747,124 @@ pub struct VolumeMount {
 }
 
 /// One entry of `spec.traffic` / `status.traffic`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "TrafficTarget holds a single entry of the routing table for a Route.")]
 pub struct TrafficTarget {
+    #[schemars(
+        description = "Tag is optionally used to expose a dedicated url for referencing this target exclusively."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub tag: String,
+    #[schemars(
+        description = "RevisionName of a specific revision to which to send this portion of traffic."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub revision_name: String,
+    #[schemars(
+        description = "ConfigurationName of a configuration to whose latest revision traffic is sent. In a Service, the Service's own configuration is meant."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub configuration_name: String,
+    #[schemars(
+        description = "LatestRevision may be set to true to indicate that the latest ready revision of the configuration should be used for this traffic target."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub latest_revision: Option<bool>,
+    #[schemars(
+        description = "Percent indicates that percentage based routing should be used and the value indicates the percent of traffic that is routed to this revision or configuration."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub percent: Option<i64>,
+    #[schemars(
+        description = "URL displays the URL for accessing named traffic targets (those with a tag)."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(
+    description = "Addressable provides a generic mechanism for a resource to publish the address it can be reached at."
+)]
 pub struct Addressable {
+    #[schemars(description = "The URL of the address.")]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub url: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "ServiceStatus represents the current state of the Service.")]
 pub struct ServiceStatus {
     #[serde(flatten)]
     pub status: Status,
+    #[schemars(
+        description = "LatestReadyRevisionName holds the name of the latest Revision stamped out from this Configuration that has had its \"Ready\" condition become \"True\"."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub latest_ready_revision_name: String,
+    #[schemars(
+        description = "LatestCreatedRevisionName is the last revision that was created from this Configuration."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub latest_created_revision_name: String,
+    #[schemars(
+        description = "URL holds the url that will distribute traffic over the provided traffic targets."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub url: String,
+    #[schemars(
+        description = "Address holds the information needed for a Route to be the target of an event."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<Addressable>,
+    #[schemars(
+        description = "Traffic holds the configured traffic distribution, with revision names resolved."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traffic: Vec<TrafficTarget>,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(
+    description = "ConfigurationStatus communicates the observed state of the Configuration."
+)]
 pub struct ConfigurationStatus {
     #[serde(flatten)]
     pub status: Status,
+    #[schemars(
+        description = "LatestReadyRevisionName holds the name of the latest Revision stamped out from this Configuration that has had its \"Ready\" condition become \"True\"."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub latest_ready_revision_name: String,
+    #[schemars(
+        description = "LatestCreatedRevisionName is the last revision that was created from this Configuration."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub latest_created_revision_name: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "RouteStatus communicates the observed state of the Route.")]
 pub struct RouteStatus {
     #[serde(flatten)]
     pub status: Status,
+    #[schemars(
+        description = "URL holds the url that will distribute traffic over the provided traffic targets."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub url: String,
+    #[schemars(
+        description = "Address holds the information needed for a Route to be the target of an event."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub address: Option<Addressable>,
+    #[schemars(
+        description = "Traffic holds the configured traffic distribution, with revision names resolved."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub traffic: Vec<TrafficTarget>,
 }
@@ -591,30 +872,51 @@ pub struct RouteStatus {
 /// Knative's `ContainerStatus` (`pkg/apis/serving/v1/revision_types.go`): a container's
 /// name and the digest its image resolved to (empty when its registry skips resolution or,
 /// on wisp, when it runs a host `command` without an image).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "ContainerStatus holds the information of a container's image.")]
 pub struct ContainerStatus {
+    #[schemars(description = "The name of the container.")]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub name: String,
+    #[schemars(
+        description = "The digest the container's image resolved to when the revision was created."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub image_digest: String,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(description = "RevisionStatus communicates the observed state of the Revision.")]
 pub struct RevisionStatus {
     #[serde(flatten)]
     pub status: Status,
+    #[schemars(
+        description = "LogURL specifies the generated logging url for this particular revision based on the revision url template specified in the controller's config."
+    )]
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub log_url: String,
+    #[schemars(
+        description = "ContainerStatuses is a slice of images present in .Spec.Container[*].Image to their respective digests and their container name."
+    )]
     /// What each container's image resolved to, in `spec.containers` order, once the
     /// revision's digests are resolved (Knative's `reconcileDigest`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub container_statuses: Vec<ContainerStatus>,
+    #[schemars(
+        description = "InitContainerStatuses is a slice of images present in .Spec.InitContainer[*].Image to their respective digests and their container name."
+    )]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub init_container_statuses: Vec<ContainerStatus>,
+    #[schemars(
+        description = "ActualReplicas reflects the amount of ready replicas running this revision."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actual_replicas: Option<i32>,
+    #[schemars(
+        description = "DesiredReplicas reflects the desired amount of replicas running this revision."
+    )]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub desired_replicas: Option<i32>,
 }

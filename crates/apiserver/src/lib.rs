@@ -24,6 +24,7 @@ pub mod jsonpath;
 mod logs;
 pub mod namespaces;
 pub mod negotiate;
+mod openapi;
 pub mod protobuf;
 pub mod table;
 mod watch;
@@ -119,6 +120,10 @@ pub fn router(state: ApiState) -> Router {
                 .delete(core_routes::delete),
         )
         .route("/api/v1/{plural}", get(core_routes::list_all))
+        // OpenAPI (openapi.rs): what `kubectl explain` and client-side validation read.
+        .route("/openapi/v2", get(openapi::v2))
+        .route("/openapi/v3", get(openapi::v3_index))
+        .route("/openapi/v3/{*path}", get(openapi::v3_group_version))
         .route("/apis", get(discovery::apis))
         .route("/apis/{group}", get(discovery::group))
         .route(
