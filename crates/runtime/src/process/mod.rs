@@ -17,7 +17,8 @@
 //! - **Environment.** A container does not inherit the node's environment and neither does
 //!   a replica, except for the few variables a host binary needs to run at all
 //!   ([`PASS_THROUGH`]); then `PORT`, `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` and the
-//!   container's `env` (literal values; `valueFrom` is skipped with a warning). `$(VAR)`
+//!   container's `env` (`valueFrom` and `envFrom` resolved from Secrets and ConfigMaps
+//!   when the replica starts, `crate::podconfig`). `$(VAR)`
 //!   references in `env`, `command` and `args` are expanded as Kubernetes does ([`expand`]).
 //! - **Images.** The process launcher runs no images: a container with an `image` but no
 //!   `command` is reported with the failure `ContainerMissing` and nothing starts (the
