@@ -288,10 +288,10 @@ pub fn left_out(pod: &PodSpec) -> Vec<String> {
     if pod.extra.contains_key("securityContext") {
         out.push("the pod's securityContext".into());
     }
-    if let Some(c) = pod.serving_container() {
-        if c.security_context.is_some() {
-            out.push(format!("container {}'s securityContext", c.name));
-        }
+    if let Some(c) = pod.serving_container()
+        && c.security_context.is_some()
+    {
+        out.push(format!("container {}'s securityContext", c.name));
     }
     out
 }
