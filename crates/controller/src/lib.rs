@@ -60,16 +60,19 @@ pub fn all_reconcilers() -> Reconcilers {
     // Routes by what they reference: one index, an observer of Route events, for both
     // Route reconcilers' `watches`.
     let routes = Arc::new(route::RouteIndex::default());
+    // Revisions by the Secrets and ConfigMaps they reference, for the revision reconciler's
+    // `watches`.
+    let object_refs = Arc::new(revision::refs::ObjectRefIndex::default());
     Reconcilers {
         reconcilers: vec![
             Arc::new(service::ServiceReconciler),
             Arc::new(configuration::ConfigurationReconciler),
-            Arc::new(revision::RevisionReconciler),
+            Arc::new(revision::RevisionReconciler::new(object_refs.clone())),
             Arc::new(autoscaling::PodAutoscalerReconciler::new()),
             Arc::new(route::RouteReconciler::new(routes.clone())),
             Arc::new(labeler::LabelerReconciler::new(routes.clone())),
             Arc::new(gc::GcReconciler),
         ],
-        observers: vec![routes],
+        observers: vec![routes, object_refs],
     }
 }

@@ -222,6 +222,18 @@ fn label_names_parent(lbl: &str, kind: &ResourceKind) -> bool {
 }
 
 /// Turns changes into keys on the right queues.
+/// The kinds the runner watches: Knative's, and the Secrets and ConfigMaps revisions read
+/// (their events reach reconcilers only through `watches`; nothing reconciles them).
+const WATCHED: [&ResourceKind; 7] = [
+    kinds::ALL[0],
+    kinds::ALL[1],
+    kinds::ALL[2],
+    kinds::ALL[3],
+    kinds::ALL[4],
+    &kinds::SECRET,
+    &kinds::CONFIG_MAP,
+];
+
 struct Router {
     ctx: Context,
     /// One queue per reconciler, in registration order.
@@ -244,7 +256,7 @@ impl Router {
                 .map(|r| (r.clone(), WorkQueue::new()))
                 .collect(),
             observers,
-            kinds: kinds::ALL.iter().map(|k| (resource(k), *k)).collect(),
+            kinds: WATCHED.iter().map(|k| (resource(k), *k)).collect(),
         }
     }
 
@@ -343,7 +355,7 @@ impl Router {
     /// not know.
     fn resync_all(&self) -> Result<(), StoreError> {
         let mut n = 0;
-        for kind in kinds::ALL {
+        for kind in WATCHED {
             n += self.resync_kind(kind)?;
         }
         debug!(objects = n, "full resync");
@@ -380,7 +392,7 @@ impl Router {
     /// A list from the store watch (start-up, or after the log was compacted past us): every
     /// kind's objects through [`Router::resynced`], kinds with no object included.
     fn listed(&self, events: &[WatchEvent]) {
-        for kind in kinds::ALL {
+        for kind in WATCHED {
             let res = resource(kind);
             let items: Vec<_> = events
                 .iter()
@@ -408,7 +420,7 @@ async fn start_watch(
     router: &Router,
     stop: &mut tokio::sync::watch::Receiver<bool>,
 ) -> Option<Watch<WatchEvent>> {
-    let resources = kinds::ALL.iter().map(|k| resource(k));
+    let resources = WATCHED.iter().map(|k| resource(k));
     let spec = WatchSpec::new(resources)
         .on_gone(OnGone::Relist)
         .batch(EVENT_BATCH);
@@ -658,7 +670,7 @@ mod tests {
     fn serving() -> Vec<Arc<dyn Reconciler>> {
         vec![
             Arc::new(ConfigurationReconciler),
-            Arc::new(RevisionReconciler),
+            Arc::new(RevisionReconciler::default()),
         ]
     }
 

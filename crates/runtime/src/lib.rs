@@ -23,6 +23,7 @@ use wisp_api::serving::{Container, PodSpec};
 
 pub mod container;
 pub mod dispatch;
+pub mod podconfig;
 pub mod process;
 
 /// Identifies a revision: namespace and name.

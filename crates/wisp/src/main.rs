@@ -6,6 +6,7 @@ mod cli;
 mod dataplane;
 mod endpoint_sync;
 mod images;
+mod objects;
 mod serve;
 mod stats_feed;
 mod tls;

@@ -199,6 +199,11 @@ async fn serve(
         images.clone(),
     )
     .context("starting the container runtime")?;
+    // Replicas read the Secrets and ConfigMaps their pods reference from the store.
+    let objects: Arc<dyn wisp_runtime::podconfig::ObjectSource> =
+        Arc::new(crate::objects::StoreObjects::new(store.clone()));
+    processes.set_objects(objects.clone());
+    containers.set_objects(objects);
     let platform = ByImage::new(processes, containers);
     let shared: SharedPlatform = platform.clone();
     // The autoscaling seam: the activator pokes through it and feeds its collector; the

@@ -23,7 +23,7 @@ use wisp_autoscaler::{
 
 use crate::{
     autoscaling::scaling::{RevisionScale, RoutingMode},
-    conditions::{self, ConditionSet, READY},
+    conditions::{ConditionSet, READY},
     names::{label, routing_state},
     objects,
 };
@@ -59,8 +59,15 @@ const MIN_REQUEUE: Duration = Duration::from_millis(50);
 /// revision is not: like a Deployment in CrashLoopBackOff it keeps being restarted until
 /// its progress deadline.
 pub fn reachability(rev: &Revision) -> &'static str {
+    // A revision waiting for a Secret or ConfigMap is not given up on: the kubelet keeps
+    // retrying such a container, and the replica starts once the object exists.
     let failed_with_nothing_ready = rev.status.as_ref().is_some_and(|st| {
-        conditions::is_false(&st.status, crate::revision::resources::RESOURCES_AVAILABLE)
+        st.status
+            .condition(crate::revision::resources::RESOURCES_AVAILABLE)
+            .is_some_and(|c| {
+                c.status == wisp_api::meta::ConditionStatus::False
+                    && !wisp_runtime::podconfig::WAITING_REASONS.contains(&c.reason.as_str())
+            })
             && st.actual_replicas.unwrap_or(0) == 0
     });
     if failed_with_nothing_ready {

@@ -102,7 +102,9 @@ fn second(ctx: &Context, pa: &PodAutoscalerReconciler, concurrency: f64) {
         ctx.scaling.record(&key(), ctx.scaling.now(), &sample);
     }
     pa.reconcile_name(ctx, NS, NAME).unwrap();
-    RevisionReconciler.reconcile_name(ctx, NS, NAME).unwrap();
+    RevisionReconciler::default()
+        .reconcile_name(ctx, NS, NAME)
+        .unwrap();
     advance(Duration::from_secs(1));
 }
 
@@ -175,7 +177,9 @@ fn poke_scales_from_zero_load_scales_out_idle_scales_to_zero() {
         cond(&pa_of(&ctx), ACTIVE),
         (ConditionStatus::Unknown, QUEUED.into())
     );
-    RevisionReconciler.reconcile_name(&ctx, NS, NAME).unwrap();
+    RevisionReconciler::default()
+        .reconcile_name(&ctx, NS, NAME)
+        .unwrap();
     assert_eq!(platform.scale_of(&key()), Some(1));
     r.reconcile_name(&ctx, NS, NAME).unwrap();
     assert_eq!(

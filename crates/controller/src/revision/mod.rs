@@ -10,6 +10,7 @@
 //! [`Platform`]: wisp_runtime::Platform
 
 pub mod digest;
+pub mod refs;
 pub mod resources;
 
 use wisp_api::{autoscaling::PodAutoscaler, meta::ConditionStatus, serving::Revision};
@@ -24,7 +25,17 @@ use crate::{
 
 /// Reconciles `revisions.serving.knative.dev`.
 #[derive(Debug, Default)]
-pub struct RevisionReconciler;
+pub struct RevisionReconciler {
+    /// Which revisions reference which Secrets and ConfigMaps (an observer of revision
+    /// events, registered beside this reconciler).
+    refs: std::sync::Arc<refs::ObjectRefIndex>,
+}
+
+impl RevisionReconciler {
+    pub fn new(refs: std::sync::Arc<refs::ObjectRefIndex>) -> Self {
+        RevisionReconciler { refs }
+    }
+}
 
 impl TypedReconciler for RevisionReconciler {
     type Object = Revision;
@@ -101,6 +112,13 @@ impl TypedReconciler for RevisionReconciler {
         Ok(requeue.map_or(Action::Done, Action::RequeueAfter))
     }
 
+    /// A Secret or ConfigMap a revision references changed (or appeared): its reconcile
+    /// nudges the platform, whose replicas waiting for it retry at once and whose running
+    /// replicas refresh their volume files (as the kubelet does on its volume sync).
+    fn watches(&self, _ctx: &Context, event: &crate::reconciler::Event<'_>) -> Vec<ObjectRef> {
+        self.refs.revisions_referencing(event)
+    }
+
     /// Its replicas go: a revision no longer stored must not keep running.
     fn gone(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
         let key = RevisionKey::new(&key.namespace, &key.name);
@@ -144,7 +162,7 @@ mod tests {
     fn scales_and_follows_replicas() {
         use wisp_api::meta::ConditionStatus::*;
         let (ctx, platform, key) = setup();
-        let action = RevisionReconciler
+        let action = RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         assert_eq!(action, Action::RequeueAfter(Duration::from_secs(600)));
@@ -161,7 +179,7 @@ mod tests {
             ],
         );
         assert_eq!(
-            RevisionReconciler
+            RevisionReconciler::default()
                 .reconcile_name(&ctx, "default", "hello-00001")
                 .unwrap(),
             Action::Done
@@ -177,7 +195,7 @@ mod tests {
 
         // Nothing changed: no write.
         let rv = ctx.store.current_revision();
-        RevisionReconciler
+        RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         assert_eq!(ctx.store.current_revision(), rv);
@@ -189,7 +207,7 @@ mod tests {
                 crashed_replica("b", 1, "boom"),
             ],
         );
-        RevisionReconciler
+        RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         assert_eq!(ready_of(&ctx), (False, "ExitCode1".into()));
@@ -208,7 +226,7 @@ mod tests {
             .insert("autoscaling.knative.dev/initial-scale".into(), "0".into());
         testing::insert(&ctx, &rev);
         let key = RevisionKey::new("default", "zero-00001");
-        RevisionReconciler
+        RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "zero-00001")
             .unwrap();
         assert_eq!(platform.scale_of(&key), Some(0));
@@ -221,12 +239,12 @@ mod tests {
             num_activators: 2,
         };
         ctx.scaling.publish(&key, kpa(3));
-        RevisionReconciler
+        RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "zero-00001")
             .unwrap();
         assert_eq!(platform.scale_of(&key), Some(3));
         ctx.scaling.publish(&key, kpa(0));
-        RevisionReconciler
+        RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "zero-00001")
             .unwrap();
         assert_eq!(platform.scale_of(&key), Some(0));
@@ -239,7 +257,7 @@ mod tests {
             crate::names::routing_state::RESERVE.into(),
         );
         objects::update(&ctx.store, &rev).unwrap();
-        RevisionReconciler
+        RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "zero-00001")
             .unwrap();
         assert_eq!(platform.scale_of(&key), Some(0));
@@ -248,13 +266,13 @@ mod tests {
     #[test]
     fn deleted_revision_is_removed_from_the_platform() {
         let (ctx, platform, key) = setup();
-        RevisionReconciler
+        RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         objects::delete::<Revision>(&ctx.store, "default", "hello-00001", None).unwrap();
         platform.take_calls();
         assert_eq!(
-            RevisionReconciler
+            RevisionReconciler::default()
                 .reconcile_name(&ctx, "default", "hello-00001")
                 .unwrap(),
             Action::Done
@@ -269,12 +287,12 @@ mod tests {
             testing::test_clock() + chrono::Duration::hours(2)
         }
         let (mut ctx, _platform, _) = setup();
-        RevisionReconciler
+        RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         ctx.clock = two_hours_later;
         assert_eq!(
-            RevisionReconciler
+            RevisionReconciler::default()
                 .reconcile_name(&ctx, "default", "hello-00001")
                 .unwrap(),
             Action::Done
@@ -326,7 +344,7 @@ mod tests {
         use wisp_api::meta::ConditionStatus::Unknown;
         let (mut ctx, platform, key) = setup();
         with_resolver(&mut ctx);
-        RevisionReconciler
+        RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         // Resolving: nothing asked of the platform yet.
@@ -342,7 +360,7 @@ mod tests {
         assert_eq!((c.status, c.reason.as_str()), (Unknown, "ResolvingDigests"));
 
         settle().await;
-        RevisionReconciler
+        RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         let rev: Revision = testing::fetch(&ctx, "default", "hello-00001");
@@ -372,11 +390,11 @@ mod tests {
         rev.spec.pod.containers[0].image = "nope:1".into();
         objects::update(&ctx.store, &rev).unwrap();
         with_resolver(&mut ctx);
-        RevisionReconciler
+        RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
         settle().await;
-        let err = RevisionReconciler
+        let err = RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap_err();
         let want = "Unable to fetch image \"nope:1\": failed to resolve image to digest: \
@@ -393,7 +411,7 @@ mod tests {
         assert_eq!(platform.scale_of(&key), None);
         // The failure was forgotten: the queue's retry asks the registry again.
         assert_eq!(
-            RevisionReconciler
+            RevisionReconciler::default()
                 .reconcile_name(&ctx, "default", "hello-00001")
                 .unwrap(),
             Action::Done

@@ -190,6 +190,12 @@ fn cond(cs: ConditionStatus, reason: &str, message: &str) -> Cond {
 ///
 /// Starts from the current status so that transition times survive; each condition is
 /// set exactly once with its final value.
+/// A failure the platform keeps retrying, as the kubelet retries a waiting container
+/// (`CreateContainerConfigError`, a volume that cannot be set up yet), not a permanent one.
+pub fn is_waiting(f: &wisp_runtime::Failure) -> bool {
+    wisp_runtime::podconfig::WAITING_REASONS.contains(&f.reason.as_str())
+}
+
 pub fn compute_status(
     rev: &Revision,
     replicas: &[ReplicaStatus],
@@ -214,74 +220,82 @@ pub fn compute_status(
     };
     let mut requeue = None;
 
-    let (resources, health): (Cond, Cond) =
-        if let Some(f) = replicas.iter().find_map(|r| r.failure.as_ref()) {
-            let c = cond(ConditionStatus::False, &f.reason, &f.message);
-            (c.clone(), c)
-        } else if ready_count == 0
-            && desired == 0
-            && (was(CONTAINER_HEALTHY) == Some(ConditionStatus::False)
-                || was(RESOURCES_AVAILABLE) == Some(ConditionStatus::False))
-        {
-            // Scaled to zero after failing (the KPA stops running a revision whose resources
-            // failed): going to zero fixes nothing, so the failure stays reported.
-            let keep = |t: &str| {
-                old.condition(t)
-                    .map(|c| (c.status, c.reason.clone(), c.message.clone()))
-                    .unwrap_or_else(|| cond(ConditionStatus::Unknown, "", ""))
-            };
-            (keep(RESOURCES_AVAILABLE), keep(CONTAINER_HEALTHY))
-        } else if ready_count >= 1 || desired == 0 {
-            (
-                cond(ConditionStatus::True, "", ""),
-                cond(ConditionStatus::True, "", ""),
-            )
-        } else if let Some(exit) = replicas
-            .iter()
-            .filter(|r| r.phase != ReplicaPhase::Terminating)
-            .find_map(|r| r.last_exit.as_ref())
-        {
-            let (reason, message) = exit_condition(exit);
-            let resources = match old.condition(RESOURCES_AVAILABLE) {
-                Some(c) if c.status != ConditionStatus::True => {
-                    (c.status, c.reason.clone(), c.message.clone())
-                }
-                _ => cond(ConditionStatus::Unknown, DEPLOYING, ""),
-            };
-            (resources, cond(ConditionStatus::False, &reason, &message))
-        } else {
-            // Waiting for replicas: since creation, or since the revision last stopped being
-            // available (a scale-up from zero, replicas lost), whichever is later.
-            let created = parse_time(rev.metadata.creation_timestamp.as_deref());
-            let since = match old.condition(RESOURCES_AVAILABLE) {
-                None => created.unwrap_or(now),
-                Some(c) if c.status == ConditionStatus::Unknown => created
-                    .max(parse_time(c.last_transition_time.as_deref()))
-                    .unwrap_or(now),
-                // It was available (or failed for another reason): the wait starts now.
-                Some(_) => now,
-            };
-            let waited = (now - since).to_std().unwrap_or_default();
-            let already_exceeded = old
-                .condition(RESOURCES_AVAILABLE)
-                .is_some_and(|c| c.reason == PROGRESS_DEADLINE_EXCEEDED);
-            if waited >= deadline || already_exceeded {
-                (
-                    cond(
-                        ConditionStatus::False,
-                        PROGRESS_DEADLINE_EXCEEDED,
-                        PROGRESS_DEADLINE_MESSAGE,
-                    ),
-                    healthy_or_unknown(),
-                )
-            } else {
-                requeue = Some(deadline - waited);
-                (
-                    cond(ConditionStatus::Unknown, DEPLOYING, ""),
-                    healthy_or_unknown(),
-                )
-            }
+    let failure = replicas.iter().find_map(|r| r.failure.as_ref());
+    let (resources, health): (Cond, Cond) = if let Some(f) = failure.filter(|f| !is_waiting(f)) {
+        let c = cond(ConditionStatus::False, &f.reason, &f.message);
+        (c.clone(), c)
+    } else if let Some(f) = failure.filter(|_| ready_count == 0) {
+        // A container the kubelet keeps trying to create (its config refers to a Secret
+        // that does not exist yet, say): Knative's `reconcile_resources.go` shows the
+        // waiting reason on ResourcesAvailable; the replica recovers by itself.
+        (
+            cond(ConditionStatus::False, &f.reason, &f.message),
+            healthy_or_unknown(),
+        )
+    } else if ready_count == 0
+        && desired == 0
+        && (was(CONTAINER_HEALTHY) == Some(ConditionStatus::False)
+            || was(RESOURCES_AVAILABLE) == Some(ConditionStatus::False))
+    {
+        // Scaled to zero after failing (the KPA stops running a revision whose resources
+        // failed): going to zero fixes nothing, so the failure stays reported.
+        let keep = |t: &str| {
+            old.condition(t)
+                .map(|c| (c.status, c.reason.clone(), c.message.clone()))
+                .unwrap_or_else(|| cond(ConditionStatus::Unknown, "", ""))
         };
+        (keep(RESOURCES_AVAILABLE), keep(CONTAINER_HEALTHY))
+    } else if ready_count >= 1 || desired == 0 {
+        (
+            cond(ConditionStatus::True, "", ""),
+            cond(ConditionStatus::True, "", ""),
+        )
+    } else if let Some(exit) = replicas
+        .iter()
+        .filter(|r| r.phase != ReplicaPhase::Terminating)
+        .find_map(|r| r.last_exit.as_ref())
+    {
+        let (reason, message) = exit_condition(exit);
+        let resources = match old.condition(RESOURCES_AVAILABLE) {
+            Some(c) if c.status != ConditionStatus::True => {
+                (c.status, c.reason.clone(), c.message.clone())
+            }
+            _ => cond(ConditionStatus::Unknown, DEPLOYING, ""),
+        };
+        (resources, cond(ConditionStatus::False, &reason, &message))
+    } else {
+        // Waiting for replicas: since creation, or since the revision last stopped being
+        // available (a scale-up from zero, replicas lost), whichever is later.
+        let created = parse_time(rev.metadata.creation_timestamp.as_deref());
+        let since = match old.condition(RESOURCES_AVAILABLE) {
+            None => created.unwrap_or(now),
+            Some(c) if c.status == ConditionStatus::Unknown => created
+                .max(parse_time(c.last_transition_time.as_deref()))
+                .unwrap_or(now),
+            // It was available (or failed for another reason): the wait starts now.
+            Some(_) => now,
+        };
+        let waited = (now - since).to_std().unwrap_or_default();
+        let already_exceeded = old
+            .condition(RESOURCES_AVAILABLE)
+            .is_some_and(|c| c.reason == PROGRESS_DEADLINE_EXCEEDED);
+        if waited >= deadline || already_exceeded {
+            (
+                cond(
+                    ConditionStatus::False,
+                    PROGRESS_DEADLINE_EXCEEDED,
+                    PROGRESS_DEADLINE_MESSAGE,
+                ),
+                healthy_or_unknown(),
+            )
+        } else {
+            requeue = Some(deadline - waited);
+            (
+                cond(ConditionStatus::Unknown, DEPLOYING, ""),
+                healthy_or_unknown(),
+            )
+        }
+    };
 
     let active = if ready_count >= 1 {
         cond(ConditionStatus::True, "", "")

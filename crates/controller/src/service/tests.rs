@@ -257,7 +257,7 @@ fn end_to_end() {
     let all: [&dyn Reconciler; 6] = [
         &ServiceReconciler,
         &ConfigurationReconciler,
-        &RevisionReconciler,
+        &RevisionReconciler::default(),
         &RouteReconciler::default(),
         &LabelerReconciler::default(),
         &GcReconciler,

@@ -24,7 +24,7 @@ mod spec;
 mod tests;
 
 use std::{
-    collections::HashSet,
+    collections::{BTreeSet, HashSet},
     future::Future,
     io,
     net::{Ipv4Addr, SocketAddr},
@@ -49,7 +49,7 @@ use self::{
     runc::{Init, Runc},
 };
 use crate::{
-    Failure, ReplicaSpec,
+    Failure, ReplicaSpec, podconfig,
     process::{
         ProcessOptions, ProcessPlatform,
         launch::{BoxFut, Exit, Launched, Launcher, ReplicaInfo, Running, Sandbox},
@@ -313,8 +313,31 @@ impl ContainerLauncher {
             .map(|f| (sandbox_dir.join(f), format!("/etc/{f}")))
             .collect();
         let port = replica.address.port();
+        let volumes_dir = sandbox_dir.join("volumes");
+        let file_volumes = self
+            .prepare_volumes(replica, &containers, &volumes_dir)
+            .await?;
+        let pod_info = replica.pod_info();
         let mut ctrs = Vec::new();
         for c in &containers {
+            let mut binds = Vec::new();
+            for (i, m) in c.volume_mounts.iter().enumerate() {
+                binds.push(
+                    volume_bind(&volumes_dir, m, &file_volumes).map_err(|message| {
+                        error(
+                            podconfig::CREATE_CONTAINER_CONFIG_ERROR,
+                            format!("container {}: volumeMounts[{i}]: {message}", c.name),
+                        )
+                    })?,
+                );
+            }
+            // Secrets and ConfigMaps are read now, as the kubelet builds a container's env
+            // when it creates it: a running container's env never changes.
+            let (c, warnings) = podconfig::resolve_env(c, &pod_info, &*replica.objects)?;
+            for w in warnings {
+                tracing::warn!(revision = %replica.key, replica = %replica.name, "{w}");
+            }
+            let c = &c;
             let image = self.images.prepare(&c.image).await?;
             // A symlink could point out of the image (at the host's own files): not followed.
             let read = |f: &str| {
@@ -363,6 +386,7 @@ impl ContainerLauncher {
                 capabilities,
                 limits: spec::limits(c)?,
                 seccomp,
+                volumes: binds,
             };
             let config = spec::runtime_spec(&plan, &b)
                 .map_err(|e| error("CreateContainerConfigError", e.to_string()))?;
@@ -398,7 +422,150 @@ impl ContainerLauncher {
             net: self.net.clone(),
             n,
             dir: sandbox_dir,
+            volumes: VolumeSync {
+                namespace: replica.key.namespace.clone(),
+                dir: volumes_dir,
+                volumes: file_volumes
+                    .into_iter()
+                    .filter_map(|name| spec.pod.volumes.iter().find(|v| v.name == name).cloned())
+                    .collect(),
+                objects: replica.objects.clone(),
+            },
         })
+    }
+
+    /// Makes the pod's mounted volumes under `dir` (`<sandbox>/volumes/<name>`): the files
+    /// of secret, configMap and projected volumes (atomic writer), empty directories for
+    /// `emptyDir` (a tmpfs for `medium: Memory`). Returns the names of the file volumes.
+    async fn prepare_volumes(
+        &self,
+        replica: &ReplicaInfo,
+        containers: &[&Container],
+        dir: &Path,
+    ) -> Result<BTreeSet<String>, Failure> {
+        let mut files = BTreeSet::new();
+        for v in &replica.spec.pod.volumes {
+            let mounted = containers
+                .iter()
+                .any(|c| c.volume_mounts.iter().any(|m| m.name == v.name));
+            if !mounted {
+                continue;
+            }
+            let content = podconfig::volume_content(v, &replica.key.namespace, &*replica.objects)?;
+            let path = dir.join(&v.name);
+            let io_error = |e: io::Error| Failure {
+                reason: podconfig::CONTAINER_CREATING.into(),
+                message: format!("MountVolume.SetUp failed for volume {:?} : {e}", v.name),
+            };
+            match content {
+                podconfig::VolumeContent::Files(payload) => {
+                    let p = path.clone();
+                    tokio::task::spawn_blocking(move || podconfig::write_atomic(&p, &payload))
+                        .await
+                        .map_err(|e| io_error(io::Error::other(e.to_string())))?
+                        .map_err(io_error)?;
+                    files.insert(v.name.clone());
+                }
+                podconfig::VolumeContent::EmptyDir { memory } => {
+                    std::fs::create_dir_all(&path).map_err(io_error)?;
+                    if memory {
+                        // One tmpfs shared by the pod's containers, as the kubelet mounts
+                        // a Memory emptyDir once per pod.
+                        mount(
+                            Some("tmpfs"),
+                            &path,
+                            Some("tmpfs"),
+                            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                            Some("mode=1777"),
+                        )
+                        .map_err(|e| io_error(io::Error::from(e)))?;
+                    } else {
+                        use std::os::unix::fs::PermissionsExt;
+                        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o777))
+                            .map_err(io_error)?;
+                    }
+                }
+            }
+        }
+        Ok(files)
+    }
+}
+
+/// A container's `volumeMount` as a bind of the volume's directory (or, with `subPath`,
+/// an entry inside it). Secret, configMap and projected volumes are always read-only, as
+/// the kubelet mounts them.
+fn volume_bind(
+    volumes_dir: &Path,
+    m: &wisp_api::serving::VolumeMount,
+    file_volumes: &BTreeSet<String>,
+) -> Result<spec::VolumeBind, String> {
+    let mut source = volumes_dir.join(&m.name);
+    if !source.exists() {
+        return Err(format!(
+            "volume {:?} is not among the pod's volumes",
+            m.name
+        ));
+    }
+    if !m.sub_path.is_empty() {
+        let sub = Path::new(&m.sub_path);
+        if sub.is_absolute()
+            || sub
+                .components()
+                .any(|c| matches!(c, std::path::Component::ParentDir))
+        {
+            return Err(format!(
+                "subPath {:?} must be a relative path inside the volume",
+                m.sub_path
+            ));
+        }
+        source = source.join(sub);
+        if !file_volumes.contains(&m.name) && !source.exists() {
+            // The kubelet creates a missing subPath of a writable volume.
+            std::fs::create_dir_all(&source)
+                .map_err(|e| format!("subPath {:?}: {e}", m.sub_path))?;
+        }
+    }
+    Ok(spec::VolumeBind {
+        source,
+        destination: m.mount_path.clone(),
+        read_only: m.read_only == Some(true) || file_volumes.contains(&m.name),
+    })
+}
+
+/// A sandbox's Secret/ConfigMap volumes, rewritten when their objects change.
+#[derive(Debug)]
+struct VolumeSync {
+    namespace: String,
+    dir: PathBuf,
+    volumes: Vec<wisp_api::serving::Volume>,
+    objects: Arc<dyn podconfig::ObjectSource>,
+}
+
+impl VolumeSync {
+    /// The kubelet's volume sync: each volume's current payload, through the atomic writer
+    /// (which writes nothing when nothing changed). A volume whose object went missing
+    /// keeps its last files, as the kubelet keeps a mounted volume when a resync fails.
+    async fn refresh(&self) {
+        for v in &self.volumes {
+            let payload = match podconfig::volume_content(v, &self.namespace, &*self.objects) {
+                Ok(podconfig::VolumeContent::Files(p)) => p,
+                Ok(podconfig::VolumeContent::EmptyDir { .. }) => continue,
+                Err(f) => {
+                    tracing::warn!(volume = %v.name, "not updated: {}", f.message);
+                    continue;
+                }
+            };
+            let path = self.dir.join(&v.name);
+            let name = v.name.clone();
+            match tokio::task::spawn_blocking(move || podconfig::write_atomic(&path, &payload))
+                .await
+            {
+                Ok(Ok(true)) => tracing::info!(volume = %name, "volume files updated"),
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => tracing::warn!(volume = %name, "updating volume files: {e}"),
+                Err(e) => tracing::warn!(volume = %name, "updating volume files: {e}"),
+            }
+        }
     }
 }
 
@@ -430,8 +597,19 @@ impl Launcher for ContainerLauncher {
         if !pod.init_containers.is_empty() {
             out.push("init containers".into());
         }
-        if !pod.volumes.is_empty() {
-            out.push("volumes".into());
+        // Volumes no container mounts have nothing to do.
+        let unmounted: Vec<&str> = pod
+            .volumes
+            .iter()
+            .filter(|v| {
+                !pod.containers
+                    .iter()
+                    .any(|c| c.volume_mounts.iter().any(|m| m.name == v.name))
+            })
+            .map(|v| v.name.as_str())
+            .collect();
+        if !unmounted.is_empty() {
+            out.push(format!("unmounted volume(s) {}", unmounted.join(", ")));
         }
         if !pod.service_account_name.is_empty() {
             out.push(format!("service account {}", pod.service_account_name));
@@ -441,14 +619,6 @@ impl Launcher for ContainerLauncher {
             && sc.keys().any(|k| k != "seccompProfile")
         {
             out.push("the pod's securityContext (but seccompProfile)".into());
-        }
-        for c in &pod.containers {
-            if !c.volume_mounts.is_empty() {
-                out.push(format!("container {}'s volumeMounts", c.name));
-            }
-            if c.env.iter().any(|e| e.value_from.is_some()) || !c.env_from.is_empty() {
-                out.push(format!("container {}'s env valueFrom/envFrom", c.name));
-            }
         }
         out
     }
@@ -528,6 +698,9 @@ impl Launcher for ContainerLauncher {
                     };
                     if let Some(n) = ip.and_then(|ip| self.net.host_number(ip)) {
                         self.net.remove_sandbox(n).await;
+                        let dir = self.sandboxes().join(self.net.netns_name(n));
+                        unmount_under(&dir);
+                        let _ = tokio::fs::remove_dir_all(&dir).await;
                     }
                     Err(f)
                 }
@@ -678,11 +851,16 @@ struct ContainerSandbox {
     net: Network,
     n: u32,
     dir: PathBuf,
+    volumes: VolumeSync,
 }
 
 impl Sandbox for ContainerSandbox {
     fn target(&self) -> &probe::Target {
         &self.target
+    }
+
+    fn refresh(&self) -> BoxFut<'_, ()> {
+        Box::pin(self.volumes.refresh())
     }
 
     fn start(&self) -> BoxFut<'_, Result<Launched, String>> {
@@ -730,6 +908,8 @@ impl Sandbox for ContainerSandbox {
                 let _ = tokio::fs::remove_dir_all(&c.bundle).await;
             }
             self.net.remove_sandbox(self.n).await;
+            // A Memory emptyDir is a tmpfs under the sandbox's directory.
+            unmount_under(&self.dir);
             let _ = tokio::fs::remove_dir_all(&self.dir).await;
         })
     }

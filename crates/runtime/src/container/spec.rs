@@ -377,6 +377,17 @@ pub(crate) struct Bundle {
     pub limits: Limits,
     /// The seccomp filter (`RuntimeDefault`), or none (`Unconfined`).
     pub seccomp: Option<LinuxSeccomp>,
+    /// The container's `volumeMounts`: directories (or, with `subPath`, files) of the
+    /// replica's volumes on the host, bind-mounted at their `mountPath`.
+    pub volumes: Vec<VolumeBind>,
+}
+
+/// One `volumeMount` of a container.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct VolumeBind {
+    pub source: PathBuf,
+    pub destination: String,
+    pub read_only: bool,
 }
 
 /// The runtime spec of one container: `oci-spec`'s defaults (runc's `runc spec`: the
@@ -413,6 +424,17 @@ pub(crate) fn runtime_spec(plan: &Plan, b: &Bundle) -> Result<Spec, oci_spec::Oc
                 .typ("bind")
                 .source(source)
                 .options(vec!["rbind".into(), "ro".into()])
+                .build()?,
+        );
+    }
+    for v in &b.volumes {
+        let mode = if v.read_only { "ro" } else { "rw" };
+        mounts.push(
+            MountBuilder::default()
+                .destination(&v.destination)
+                .typ("bind")
+                .source(&v.source)
+                .options(vec!["rbind".into(), mode.into()])
                 .build()?,
         );
     }
@@ -763,6 +785,18 @@ mod tests {
                 cpu_quota: Some(50_000),
             },
             seccomp: None,
+            volumes: vec![
+                VolumeBind {
+                    source: "/s/volumes/cfg".into(),
+                    destination: "/etc/config".into(),
+                    read_only: true,
+                },
+                VolumeBind {
+                    source: "/s/volumes/scratch".into(),
+                    destination: "/scratch".into(),
+                    read_only: false,
+                },
+            ],
         };
         let spec = runtime_spec(&p, &b).unwrap();
         let json = serde_json::to_value(&spec).unwrap();
@@ -791,6 +825,24 @@ mod tests {
                 .iter()
                 .any(|m| m["destination"] == "/etc/hosts"
                     && m["options"].as_array().unwrap().contains(&"ro".into()))
+        );
+        let mount = |dest: &str| {
+            json["mounts"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|m| m["destination"] == dest)
+                .cloned()
+                .unwrap()
+        };
+        assert_eq!(
+            mount("/etc/config"),
+            serde_json::json!({"destination": "/etc/config", "type": "bind",
+                "source": "/s/volumes/cfg", "options": ["rbind", "ro"]})
+        );
+        assert_eq!(
+            mount("/scratch")["options"],
+            serde_json::json!(["rbind", "rw"])
         );
     }
 }

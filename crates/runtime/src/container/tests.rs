@@ -642,3 +642,124 @@ async fn the_security_context_and_seccomp_are_applied_and_run_as_non_root_is_enf
     p.shutdown().await;
     fx.assert_torn_down();
 }
+
+/// Secrets and ConfigMaps held in memory, changed by the test.
+#[derive(Debug, Default)]
+struct MemObjects(std::sync::Mutex<(Vec<wisp_api::core::Secret>, Vec<wisp_api::core::ConfigMap>)>);
+
+impl crate::podconfig::ObjectSource for MemObjects {
+    fn secret(&self, _: &str, name: &str) -> Result<Option<wisp_api::core::Secret>, String> {
+        let g = self.0.lock().unwrap();
+        Ok(g.0.iter().find(|s| s.metadata.name == name).cloned())
+    }
+    fn config_map(&self, _: &str, name: &str) -> Result<Option<wisp_api::core::ConfigMap>, String> {
+        let g = self.0.lock().unwrap();
+        Ok(g.1.iter().find(|s| s.metadata.name == name).cloned())
+    }
+}
+
+fn config_map(greeting: &str) -> wisp_api::core::ConfigMap {
+    let mut c = wisp_api::core::ConfigMap::default();
+    c.metadata.name = "cfg".into();
+    c.data.insert("greeting".into(), greeting.into());
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_and_config_maps_reach_env_and_mounted_files_which_follow_updates() {
+    require_containers!();
+    let fx = Fixture::new(9);
+    let p = fx.platform();
+    let objects = Arc::new(MemObjects::default());
+    p.set_objects(objects.clone());
+    tokio::time::timeout(WAIT, p.cleaned_up()).await.unwrap();
+    let mut app = hello("user-container");
+    app.env.push(
+        serde_json::from_value(serde_json::json!(
+            {"name": "TARGET", "valueFrom": {"secretKeyRef": {"name": "db", "key": "target"}}}
+        ))
+        .unwrap(),
+    );
+    // The sidecar prints the mounted file whenever it changes (bash builtins only), and
+    // checks the mount is read-only and the Memory emptyDir writable.
+    let mut sidecar = bash(
+        "sidecar",
+        "last=; while :; do v=$(< /etc/config/greeting); \
+         if [ \"$v\" != \"$last\" ]; then echo \"greeting=$v\"; last=$v; fi; \
+         if [ -z \"$said\" ]; then (echo x > /etc/config/new) 2>/dev/null || echo ro=yes; \
+         echo hi > /scratch/f && echo scratch=$(< /scratch/f); said=1; fi; sleep 0.1; done",
+    );
+    for c in [&mut app, &mut sidecar] {
+        c.volume_mounts = serde_json::from_value(serde_json::json!([
+            {"name": "cfg", "mountPath": "/etc/config"},
+            {"name": "scratch", "mountPath": "/scratch"}
+        ]))
+        .unwrap();
+    }
+    let mut s = spec("vols", vec![app, sidecar], Duration::from_secs(5));
+    s.pod.volumes = serde_json::from_value(serde_json::json!([
+        {"name": "cfg", "configMap": {"name": "cfg", "items": [{"key": "greeting", "path": "greeting", "mode": 0o440}]}},
+        {"name": "scratch", "emptyDir": {"medium": "Memory"}}
+    ]))
+    .unwrap();
+    p.scale(&s, 1);
+    // Nothing exists yet: kubelet's reason and message, retried.
+    let failed = wait_for(&p, &s.key, "CreateContainerConfigError", |r| {
+        r.iter().find_map(|r| r.failure.clone())
+    })
+    .await;
+    assert_eq!(
+        (failed.reason.as_str(), failed.message.as_str()),
+        (
+            "ContainerCreating",
+            "MountVolume.SetUp failed for volume \"cfg\" : configmap \"cfg\" not found"
+        )
+    );
+    objects.0.lock().unwrap().1.push(config_map("one"));
+    p.scale(&s, 1);
+    let failed = wait_for(&p, &s.key, "the secret missing", |r| {
+        r.iter()
+            .find_map(|r| r.failure.clone())
+            .filter(|f| f.reason == "CreateContainerConfigError")
+    })
+    .await;
+    assert_eq!(failed.message, "secret \"db\" not found");
+    let mut secret = wisp_api::core::Secret::default();
+    secret.metadata.name = "db".into();
+    secret
+        .data
+        .insert("target".into(), wisp_api::core::Bytes(b"secret".to_vec()));
+    objects.0.lock().unwrap().0.push(secret);
+    // The nudge (a reconcile) retries at once.
+    p.scale(&s, 1);
+    let ready = wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    assert!(get(ready[0].address).await.contains("Hello secret!"));
+    let saw = |want: &'static str| {
+        let p = p.clone();
+        let key = s.key.clone();
+        async move {
+            let deadline = Instant::now() + WAIT;
+            loop {
+                let lines: Vec<String> = p.logs(&key, None).into_iter().map(|l| l.line).collect();
+                if lines.iter().any(|l| l == want) {
+                    return;
+                }
+                assert!(Instant::now() < deadline, "never saw {want}: {lines:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    };
+    saw("greeting=one").await;
+    saw("ro=yes").await;
+    saw("scratch=hi").await;
+    // An update reaches the mounted file without a restart.
+    *objects.0.lock().unwrap().1.last_mut().unwrap() = config_map("two");
+    p.scale(&s, 1);
+    saw("greeting=two").await;
+    assert_eq!(p.replicas(&s.key)[0].restarts, 0);
+    p.remove(&s.key);
+    wait_for(&p, &s.key, "removed", |r| r.is_empty().then_some(())).await;
+    fx.assert_nothing_left();
+    p.shutdown().await;
+    fx.assert_torn_down();
+}

@@ -24,7 +24,7 @@ use super::{
     launch::{BoxFut, Exit, Launched, Launcher, ReplicaInfo, Running, Sandbox},
     probe, records,
 };
-use crate::{Failure, ReplicaSpec};
+use crate::{Failure, ReplicaSpec, podconfig};
 
 /// Runs replicas as host processes. `state_dir` holds the pid records.
 pub(crate) struct ProcessLauncher {
@@ -66,14 +66,14 @@ impl Launcher for ProcessLauncher {
                 revision: &replica.key.name,
             };
             let port = replica.address.port();
-            let (env, skipped) = expand::environment(c, port, &id, |n| std::env::var(n).ok());
-            if !skipped.is_empty() {
-                tracing::warn!(
-                    revision = %replica.key,
-                    "env {skipped:?} use valueFrom, which the process runtime cannot resolve: skipped"
-                );
+            // Secrets and ConfigMaps are read now, once per replica, as the kubelet builds
+            // a container's env when it creates it.
+            let (c, warnings) = podconfig::resolve_env(c, &replica.pod_info(), &*replica.objects)?;
+            for w in warnings {
+                tracing::warn!(revision = %replica.key, replica = %replica.name, "{w}");
             }
-            let argv = expand::argv(c, &env);
+            let (env, _) = expand::environment(&c, port, &id, |n| std::env::var(n).ok());
+            let argv = expand::argv(&c, &env);
             let target = probe::Target {
                 address: replica.address,
                 env: env.into(),
@@ -210,6 +210,10 @@ impl Running for HostRun {
     }
 }
 
+/// The reason a process replica cannot honour a `volumeMount` (wisp's own: Kubernetes has
+/// no runtime without mounts).
+pub const VOLUME_MOUNT_UNSUPPORTED: &str = "VolumeMountUnsupported";
+
 /// Why a revision cannot run here, if it cannot: the process platform runs the serving
 /// container's `command`, so it needs that container and that command.
 pub(crate) fn failure(spec: &ReplicaSpec) -> Option<Failure> {
@@ -219,6 +223,23 @@ pub(crate) fn failure(spec: &ReplicaSpec) -> Option<Failure> {
             message: "the revision has no container to run".into(),
         });
     };
+    if let Some((i, m)) = c.volume_mounts.iter().enumerate().next() {
+        let index = spec
+            .pod
+            .containers
+            .iter()
+            .position(|x| x.name == c.name)
+            .unwrap_or(0);
+        return Some(Failure {
+            reason: VOLUME_MOUNT_UNSUPPORTED.into(),
+            message: format!(
+                "spec.containers[{index}].volumeMounts[{i}].mountPath {:?}: the process \
+                 runtime runs the container as a host process, with no mount namespace to \
+                 mount volume {:?} in; give the container an `image` to run it in a container",
+                m.mount_path, m.name
+            ),
+        });
+    }
     if !c.command.is_empty() {
         return None;
     }
@@ -267,13 +288,10 @@ pub fn left_out(pod: &PodSpec) -> Vec<String> {
     if pod.extra.contains_key("securityContext") {
         out.push("the pod's securityContext".into());
     }
-    if let Some(c) = pod.serving_container() {
-        if c.security_context.is_some() {
-            out.push(format!("container {}'s securityContext", c.name));
-        }
-        if !c.volume_mounts.is_empty() {
-            out.push(format!("container {}'s volumeMounts", c.name));
-        }
+    if let Some(c) = pod.serving_container()
+        && c.security_context.is_some()
+    {
+        out.push(format!("container {}'s securityContext", c.name));
     }
     out
 }

@@ -18,7 +18,10 @@ use tokio::io::AsyncRead;
 use wisp_api::serving::PodSpec;
 
 use super::probe;
-use crate::{Failure, ReplicaSpec, RevisionKey};
+use crate::{
+    Failure, ReplicaSpec, RevisionKey,
+    podconfig::{ObjectSource, PodInfo},
+};
 
 pub(crate) type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -53,6 +56,21 @@ pub(crate) struct ReplicaInfo {
     pub name: String,
     pub spec: Arc<ReplicaSpec>,
     pub address: SocketAddr,
+    /// Where the pod's Secrets and ConfigMaps are read (env, volumes), at each sandbox
+    /// creation and refresh, as the kubelet reads them when it creates a container.
+    pub objects: Arc<dyn ObjectSource>,
+}
+
+impl ReplicaInfo {
+    /// What the replica's downward-API `fieldRef`s see.
+    pub fn pod_info(&self) -> PodInfo {
+        PodInfo {
+            name: self.name.clone(),
+            namespace: self.key.namespace.clone(),
+            pod_ip: Some(self.address.ip().to_string()),
+            service_account: self.spec.pod.service_account_name.clone(),
+        }
+    }
 }
 
 /// A replica's lasting environment: created once, started many times, removed when the
@@ -64,6 +82,13 @@ pub(crate) trait Sandbox: Send + Sync {
     /// Starts one run of the replica. Err: it could not start (reported like a container
     /// that failed to start, exit code 128).
     fn start(&self) -> BoxFut<'_, Result<Launched, String>>;
+
+    /// Brings what the sandbox holds of changing objects up to date (the files of its
+    /// Secret and ConfigMap volumes), as the kubelet's periodic volume sync does. Called
+    /// when the revision is reconciled, e.g. because an object it references changed.
+    fn refresh(&self) -> BoxFut<'_, ()> {
+        Box::pin(async {})
+    }
 
     /// Tears the sandbox down; the replica's last run has ended.
     fn remove(self: Box<Self>) -> BoxFut<'static, ()>;

@@ -17,7 +17,8 @@
 //! - **Environment.** A container does not inherit the node's environment and neither does
 //!   a replica, except for the few variables a host binary needs to run at all
 //!   ([`PASS_THROUGH`]); then `PORT`, `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` and the
-//!   container's `env` (literal values; `valueFrom` is skipped with a warning). `$(VAR)`
+//!   container's `env` (`valueFrom` and `envFrom` resolved from Secrets and ConfigMaps
+//!   when the replica starts, `crate::podconfig`). `$(VAR)`
 //!   references in `env`, `command` and `args` are expanded as Kubernetes does ([`expand`]).
 //! - **Images.** The process launcher runs no images: a container with an `image` but no
 //!   `command` is reported with the failure `ContainerMissing` and nothing starts (the
@@ -71,7 +72,10 @@ pub use self::host::left_out;
 use self::host::{PORT_ATTEMPTS, port_not_in};
 pub use self::probe::USER_AGENT;
 use self::{host::ProcessLauncher, launch::Launcher, logs::RevisionLogs, supervisor::Replica};
-use crate::{Failure, LogLine, Platform, ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
+use crate::{
+    Failure, LogLine, Platform, ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey,
+    podconfig::{NoObjects, ObjectSource},
+};
 
 /// Tunables of the process runtime. The defaults suit a developer's machine.
 #[derive(Clone, Debug)]
@@ -152,6 +156,8 @@ pub(crate) struct Inner {
     runtime: Handle,
     /// Becomes true once replicas of an earlier run are gone.
     cleaned_up: watch::Receiver<bool>,
+    /// Where replicas read Secrets and ConfigMaps ([`ProcessPlatform::set_objects`]).
+    objects: Mutex<Arc<dyn ObjectSource>>,
 }
 
 #[derive(Default)]
@@ -169,6 +175,9 @@ struct Revision {
     failure: Option<Failure>,
     /// `remove` was called: forget the revision once its last replica is gone.
     removing: bool,
+    /// Bumped on every `scale`: replicas waiting to retry their sandbox retry at once, and
+    /// running ones refresh their volumes (a referenced Secret may have changed).
+    nudge: watch::Sender<u64>,
     /// By a platform-wide id, so that a stopping replica and its successor with the same
     /// index never collide.
     replicas: BTreeMap<u64, ReplicaEntry>,
@@ -257,6 +266,7 @@ impl ProcessPlatform {
             runtime,
             cleaned_up,
             options,
+            objects: Mutex::new(Arc::new(NoObjects)),
         });
         let launcher = inner.launcher.clone();
         inner.spawn(async move {
@@ -264,6 +274,12 @@ impl ProcessPlatform {
             let _ = cleaned_tx.send(true);
         });
         Arc::new(ProcessPlatform { inner })
+    }
+
+    /// Where replicas read the Secrets and ConfigMaps their pod references (none until
+    /// set: every reference is then "not found"). Used by replicas started afterwards.
+    pub fn set_objects(&self, objects: Arc<dyn ObjectSource>) {
+        *lock(&self.inner.objects) = objects;
     }
 
     /// Resolves once replicas left by an earlier run have been stopped.
@@ -381,8 +397,10 @@ impl Inner {
                     desired: 0,
                     failure: None,
                     removing: false,
+                    nudge: watch::channel(0).0,
                     replicas: BTreeMap::new(),
                 });
+            rev.nudge.send_modify(|n| *n = n.wrapping_add(1));
             let mut changed = rev.removing || rev.desired != replicas;
             if rev.uid != spec.uid {
                 // Same name, new revision: the old one's replicas go.
@@ -475,7 +493,7 @@ impl Inner {
                 spec: rev.spec.clone(),
                 address,
             };
-            self.spawn(replica.supervise(stop_rx));
+            self.spawn(replica.supervise(stop_rx, rev.nudge.subscribe()));
             changed = true;
         }
         changed

@@ -63,7 +63,7 @@ async fn stop_requested(stop: &mut watch::Receiver<bool>) {
 }
 
 impl Replica {
-    pub async fn supervise(self, mut stop: watch::Receiver<bool>) {
+    pub async fn supervise(self, mut stop: watch::Receiver<bool>, mut nudge: watch::Receiver<u64>) {
         // Replicas of an earlier run are stopped before any of this run start.
         let mut cleaned_up = self.inner.cleaned_up.clone();
         tokio::select! {
@@ -83,7 +83,7 @@ impl Replica {
             let started = Instant::now();
             let end = match &sandbox {
                 Some(sandbox) => {
-                    self.run_once(&**sandbox, &probes, restarted, &mut stop)
+                    self.run_once(&**sandbox, &probes, restarted, &mut stop, &mut nudge)
                         .await
                 }
                 None => match self.inner.launcher.sandbox(self.info()).await {
@@ -102,8 +102,12 @@ impl Replica {
                         );
                         self.update(|s| s.failure = Some(failure));
                         let delay = backoff.next_delay(started.elapsed());
+                        // A reconcile of the revision (a Secret it references appeared,
+                        // say) retries at once instead of after the back-off.
+                        nudge.mark_unchanged();
                         tokio::select! {
                             _ = sleep(delay) => {}
+                            _ = nudge.changed() => {}
                             _ = stop_requested(&mut stop) => break,
                         }
                         continue;
@@ -146,6 +150,7 @@ impl Replica {
             name: self.name.clone(),
             spec: self.spec.clone(),
             address: self.address,
+            objects: lock(&self.inner.objects).clone(),
         }
     }
 
@@ -155,6 +160,7 @@ impl Replica {
         probes: &probe::Probes,
         restarted: bool,
         stop: &mut watch::Receiver<bool>,
+        nudge: &mut watch::Receiver<u64>,
     ) -> End {
         let launched = sandbox.start().await;
         self.update(|s| {
@@ -186,10 +192,16 @@ impl Replica {
             Restart(String),
         }
         let target = sandbox.target();
-        let why = tokio::select! {
-            status = run.wait() => Why::Exited(status),
-            _ = stop_requested(stop) => Why::Stop,
-            reason = probe::run(probes, target, &self.inner.options, &report) => Why::Restart(reason),
+        let probing = probe::run(probes, target, &self.inner.options, &report);
+        tokio::pin!(probing);
+        nudge.mark_unchanged();
+        let why = loop {
+            tokio::select! {
+                status = run.wait() => break Why::Exited(status),
+                _ = stop_requested(stop) => break Why::Stop,
+                reason = &mut probing => break Why::Restart(reason),
+                Ok(()) = nudge.changed() => sandbox.refresh().await,
+            }
         };
         let stopped = matches!(why, Why::Stop);
         let status = match why {

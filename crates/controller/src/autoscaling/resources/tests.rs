@@ -1,4 +1,5 @@
 use super::*;
+use crate::conditions;
 use crate::testing::{self, test_clock};
 use wisp_api::{
     config::AutoscalerConfig,
@@ -92,6 +93,11 @@ fn reachability_table() {
             "resources failed, nothing ready",
             failed(0, "ResourcesAvailable", "ProgressDeadlineExceeded"),
             UNREACHABLE,
+        ),
+        (
+            "waiting for a Secret: the kubelet keeps retrying",
+            failed(0, "ResourcesAvailable", "CreateContainerConfigError"),
+            REACHABLE,
         ),
         (
             "resources failed, one ready",
