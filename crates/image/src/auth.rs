@@ -45,10 +45,18 @@ pub fn from_docker_config(registry: &str, path: Option<&Path>) -> Result<Option<
     })
 }
 
-fn lookup(config: &[u8], registry: &str) -> Result<Option<(String, String)>, String> {
+/// The user and password for `registry` in a Docker config's bytes: a `config.json` /
+/// `.dockerconfigjson` (`{"auths": {…}}`), or the legacy `.dockercfg` format, which is the
+/// `auths` map itself (kubelet reads both from `imagePullSecrets`,
+/// `pkg/credentialprovider/config.go`).
+pub fn lookup(config: &[u8], registry: &str) -> Result<Option<(String, String)>, String> {
     let v: serde_json::Value = serde_json::from_slice(config).map_err(|e| e.to_string())?;
     let want = normalise_key(registry);
-    let Some(auths) = v.get("auths").and_then(|a| a.as_object()) else {
+    let Some(auths) = v
+        .get("auths")
+        .and_then(|a| a.as_object())
+        .or_else(|| v.as_object().filter(|o| !o.contains_key("auths")))
+    else {
         return Ok(None);
     };
     for (key, entry) in auths {
@@ -96,6 +104,12 @@ mod tests {
             ("ghcr.io", Ok(None)),
             ("bad.io", Err(())),
         ];
+        // The legacy `.dockercfg` format: the auths map at the top.
+        let legacy = br#"{"127.0.0.1:5000": {"auth": "dXNlcjpwYXNz"}}"#;
+        assert_eq!(
+            lookup(legacy, "127.0.0.1:5000").unwrap(),
+            Some(("user".to_string(), "pass".to_string()))
+        );
         for (reg, want) in cases {
             let got = lookup(cfg, reg);
             match want {

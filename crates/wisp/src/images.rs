@@ -6,37 +6,111 @@
 //! (`ErrImagePull`, `InvalidImageName`, …; kubelet's `pkg/kubelet/images/types.go`), which the
 //! revision then reports.
 
-use std::{collections::HashSet, future::Future, pin::Pin, time::Duration};
+use std::{collections::HashSet, future::Future, pin::Pin, sync::Arc, time::Duration};
 
 use wisp_controller::revision::digest::{BoxFuture, DigestResolver, ResolveOptions};
-use wisp_image::{ErrorKind, Limits, RegistryOptions, Store};
+use wisp_image::{Credentials, ErrorKind, Limits, RegistryOptions, Store};
 use wisp_runtime::{
     Failure,
-    container::{ImageConfig, ImageProvider, PreparedImage},
+    container::{ImageConfig, ImageProvider, PreparedImage, PullSecrets},
+    podconfig::ObjectSource,
 };
 
 /// The image store, shared by resolution and the container platform.
-#[derive(Clone, Debug)]
 pub struct Images {
     store: Store,
     registry: RegistryOptions,
     limits: Limits,
+    /// Where `imagePullSecrets` are read.
+    objects: Arc<dyn ObjectSource>,
 }
 
+impl std::fmt::Debug for Images {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Images")
+            .field("store", &self.store)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The Secret types that hold registry credentials, and the key of each
+/// (`pkg/apis/core/types.go`: `SecretTypeDockerConfigJson`, `SecretTypeDockercfg`).
+const PULL_SECRET_KEYS: [(&str, &str); 2] = [
+    ("kubernetes.io/dockerconfigjson", ".dockerconfigjson"),
+    ("kubernetes.io/dockercfg", ".dockercfg"),
+];
+
 impl Images {
-    pub fn new(store: Store, registry: RegistryOptions) -> Self {
+    pub fn new(store: Store, registry: RegistryOptions, objects: Arc<dyn ObjectSource>) -> Self {
         Images {
             store,
             registry,
             limits: Limits::default(),
+            objects,
         }
     }
 
+    /// The registry options for `image`, with the credentials the pod's `imagePullSecrets`
+    /// hold for its registry, if any. As the kubelet does, a pull secret that is missing or
+    /// holds nothing for the registry is passed over with a warning and the pull goes on
+    /// (with Docker's config file, else anonymously).
+    fn options_for(&self, image: &str, pull: &PullSecrets) -> RegistryOptions {
+        let mut opts = self.registry.clone();
+        if pull.names.is_empty() {
+            return opts;
+        }
+        let Ok(r) = wisp_image::reference::parse(image) else {
+            return opts;
+        };
+        for name in &pull.names {
+            let secret = match self.objects.secret(&pull.namespace, name) {
+                Ok(Some(s)) => s,
+                Ok(None) => {
+                    tracing::warn!(
+                        namespace = %pull.namespace,
+                        "Unable to retrieve some image pull secrets ({name}); attempting to pull \
+                         the image may not succeed."
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!(namespace = %pull.namespace, secret = name, "reading: {e}");
+                    continue;
+                }
+            };
+            let Some(config) = PULL_SECRET_KEYS
+                .iter()
+                .find(|(t, _)| secret.type_ == *t)
+                .and_then(|(_, key)| secret.value(key))
+            else {
+                continue;
+            };
+            match wisp_image::auth::lookup(config, r.registry()) {
+                Ok(Some((username, password))) => {
+                    opts.credentials = Some(Credentials { username, password });
+                    return opts;
+                }
+                Ok(None) => {}
+                Err(e) => tracing::warn!(
+                    namespace = %pull.namespace,
+                    secret = name,
+                    "not a Docker config: {e}"
+                ),
+            }
+        }
+        opts
+    }
+
     /// Pulls `image` unless the store has it, then unpacks it (once) for this machine.
-    async fn prepare_image(&self, image: &str) -> Result<PreparedImage, wisp_image::Error> {
+    async fn prepare_image(
+        &self,
+        image: &str,
+        pull: &PullSecrets,
+    ) -> Result<PreparedImage, wisp_image::Error> {
         if self.store.lookup(image)?.is_none() {
             let started = std::time::Instant::now();
-            wisp_image::registry::pull(&self.store, image, &self.registry, &|_| {}).await?;
+            let opts = self.options_for(image, pull);
+            wisp_image::registry::pull(&self.store, image, &opts, &|_| {}).await?;
             tracing::info!(image, elapsed = ?started.elapsed(), "pulled");
         }
         let (store, limits, image) = (self.store.clone(), self.limits, image.to_owned());
@@ -75,9 +149,10 @@ impl ImageProvider for Images {
     fn prepare<'a>(
         &'a self,
         image: &'a str,
+        pull: &'a PullSecrets,
     ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>> {
         Box::pin(async move {
-            self.prepare_image(image).await.map_err(|e| Failure {
+            self.prepare_image(image, pull).await.map_err(|e| Failure {
                 reason: reason(e.kind()).to_string(),
                 message: format!("Failed to pull image {image:?}: {e}"),
             })
@@ -103,7 +178,12 @@ impl DigestResolver for Images {
             } else {
                 opts.timeout
             };
-            wisp_image::registry::resolve(&self.store, image, &skip, timeout, &self.registry)
+            let pull = PullSecrets {
+                namespace: opts.namespace.clone(),
+                names: opts.image_pull_secrets.clone(),
+            };
+            let registry = self.options_for(image, &pull);
+            wisp_image::registry::resolve(&self.store, image, &skip, timeout, &registry)
                 .await
                 .map_err(|e| e.to_string())
         })

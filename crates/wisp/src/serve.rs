@@ -180,12 +180,17 @@ async fn serve(
     // Replicas of an earlier run (if wisp was kill -9ed) are stopped by each backend before
     // it starts any; the controllers then bring every revision back from the store.
     // Revisions whose pods name images run in containers, the others as host processes.
+    // Replicas read the Secrets and ConfigMaps their pods reference from the store.
+    let objects: Arc<dyn wisp_runtime::podconfig::ObjectSource> =
+        Arc::new(crate::objects::StoreObjects::new(store.clone()));
+    // Images come from the store under the data dir; `imagePullSecrets` from the API's.
     let images = Arc::new(crate::images::Images::new(
         wisp_image::Store::open(args.data_dir.join("images")).context("opening the image store")?,
         wisp_image::RegistryOptions {
             insecure_registries: args.insecure_registries.clone(),
             ..wisp_image::RegistryOptions::default()
         },
+        objects.clone(),
     ));
     let processes = ProcessPlatform::new(&args.data_dir.join("run"), ProcessOptions::default())
         .context("starting the process runtime")?;
@@ -199,9 +204,6 @@ async fn serve(
         images.clone(),
     )
     .context("starting the container runtime")?;
-    // Replicas read the Secrets and ConfigMaps their pods reference from the store.
-    let objects: Arc<dyn wisp_runtime::podconfig::ObjectSource> =
-        Arc::new(crate::objects::StoreObjects::new(store.clone()));
     processes.set_objects(objects.clone());
     containers.set_objects(objects);
     let platform = ByImage::new(processes, containers);

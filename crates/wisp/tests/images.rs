@@ -164,7 +164,10 @@ fn an_image_only_service_runs_pinned_to_its_digest_and_survives_kill_9() {
         format!("{}/samples/hello@{first}", reg.addr),
         "the tag is resolved to its digest as the revision is created"
     );
-    assert_eq!(rev["status"]["actualReplicas"], 2);
+    // Ready takes one replica; the second (min-scale 2) follows.
+    wait_for("both replicas", READY, || {
+        (revision(&s, "hello-00001")["status"]["actualReplicas"] == 2).then_some(())
+    });
     assert_eq!(sandboxes(&s), (2, 2));
 
     // The tag moves; the revision keeps its digest, even across a kill -9 of wisp: the
@@ -218,6 +221,25 @@ fn a_private_registry_needs_credentials() {
         message.starts_with(&format!("Unable to fetch image {remote:?}"))
             && message.contains("unauthorized"),
         "{message}"
+    );
+
+    // With the pod's `imagePullSecrets`: a `kubernetes.io/dockerconfigjson` Secret of its
+    // namespace (as `kubectl create secret docker-registry` makes it) serves both the
+    // digest resolution and the pull.
+    let config = std::fs::read_to_string(reg.docker_config("alice", "s3cret")).unwrap();
+    s.apply(&format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: regcred\ntype: \
+         kubernetes.io/dockerconfigjson\nstringData:\n  .dockerconfigjson: '{config}'\n"
+    ));
+    s.apply(&format!(
+        "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: pulled\nspec:\n  \
+         template:\n    spec:\n      imagePullSecrets:\n      - name: regcred\n      \
+         containers:\n      - image: {remote}\n"
+    ));
+    ready(&s, "services", "pulled");
+    assert_eq!(
+        get(&s, "pulled.default.example.com").unwrap(),
+        "Hello private!\n"
     );
     drop(s);
 

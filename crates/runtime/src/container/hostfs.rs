@@ -23,6 +23,7 @@ impl ImageProvider for FixedImage {
     fn prepare<'a>(
         &'a self,
         _image: &'a str,
+        _pull: &'a super::PullSecrets,
     ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>> {
         Box::pin(async move { Ok(self.0.clone()) })
     }

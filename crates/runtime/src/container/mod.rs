@@ -80,12 +80,37 @@ pub struct ImageConfig {
 /// Where images come from: the image store plugs in here.
 pub trait ImageProvider: Send + Sync + 'static {
     /// `image` is the container's image reference, or the digest it resolved to. Pulls and
-    /// unpacks if needed. A failure carries Kubernetes' reason (`ErrImagePull`, …) and is
-    /// shown on the replica; the platform retries with back-off.
+    /// unpacks if needed, with the credentials `pull` names. A failure carries Kubernetes'
+    /// reason (`ErrImagePull`, …) and is shown on the replica; the platform retries with
+    /// back-off.
     fn prepare<'a>(
         &'a self,
         image: &'a str,
+        pull: &'a PullSecrets,
     ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>>;
+}
+
+/// The pod's `imagePullSecrets`: Secrets of its namespace that hold registry credentials.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PullSecrets {
+    pub namespace: String,
+    pub names: Vec<String>,
+}
+
+impl PullSecrets {
+    /// The pull secrets a pod names.
+    pub fn of(namespace: &str, pod: &PodSpec) -> PullSecrets {
+        PullSecrets {
+            namespace: namespace.to_owned(),
+            names: pod
+                .image_pull_secrets
+                .iter()
+                .filter_map(|s| s.get("name").and_then(|n| n.as_str()))
+                .filter(|n| !n.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        }
+    }
 }
 
 /// Tunables of the container platform.
@@ -292,6 +317,7 @@ impl ContainerLauncher {
             .host_number(ip)
             .ok_or_else(|| error("CreateContainerError", format!("address {ip} is not ours")))?;
         let spec = &replica.spec;
+        let pull = PullSecrets::of(&spec.key.namespace, &spec.pod);
         let serving = spec
             .serving_container()
             .ok_or_else(|| error("ContainerMissing", "the revision has no container".into()))?;
@@ -338,7 +364,7 @@ impl ContainerLauncher {
                 tracing::warn!(revision = %replica.key, replica = %replica.name, "{w}");
             }
             let c = &c;
-            let image = self.images.prepare(&c.image).await?;
+            let image = self.images.prepare(&c.image, &pull).await?;
             // A symlink could point out of the image (at the host's own files): not followed.
             let read = |f: &str| {
                 let path = image.rootfs.join(f);
