@@ -82,6 +82,11 @@ struct Args {
     /// The app every service runs (default: `hello` next to this benchmark).
     #[arg(long)]
     app: Option<PathBuf>,
+    /// Run the app as a container image (packed into the server's image store with
+    /// `wisp image pack`, so no registry is asked) instead of a host command: each replica
+    /// a runc sandbox. Needs root and runc.
+    #[arg(long)]
+    image: bool,
     /// Where to write the Markdown results.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results/scale-from-zero.md"))]
     out: PathBuf,
@@ -242,14 +247,24 @@ impl State {
 }
 
 /// A `hello` Service that starts at zero replicas.
+/// The image `--image` packs the app as.
+const IMAGE: &str = "bench.local/hello:1";
+
+/// A service at zero running `app`: an image reference when it names [`IMAGE`], else a host
+/// command.
 fn service(name: &str, app: &str) -> Value {
+    let container = if app == IMAGE {
+        json!({"image": app})
+    } else {
+        json!({"command": [app]})
+    };
     json!({
         "apiVersion": SERVING,
         "kind": "Service",
         "metadata": {"name": name, "namespace": NAMESPACE},
         "spec": {"template": {
             "metadata": {"annotations": {"autoscaling.knative.dev/initial-scale": "0"}},
-            "spec": {"containers": [{"command": [app]}]},
+            "spec": {"containers": [container]},
         }},
     })
 }
@@ -430,8 +445,24 @@ fn main() -> anyhow::Result<()> {
         args.stable_window, args.grace
     );
     let (server, ingress, _config_dir) =
-        setup::start_with_config(wisp, &config, Duration::from_secs(args.start_wait))?;
+        setup::start_with_config(wisp.clone(), &config, Duration::from_secs(args.start_wait))?;
     let api = server.api().clone();
+    let app = if args.image {
+        // The binary and its libraries as a one-layer image, listening on the sandbox's
+        // address (the sample listens on loopback unless HOST says otherwise).
+        let out = std::process::Command::new(&wisp)
+            .args(["image", "pack", "--data-dir"])
+            .arg(server.data_dir())
+            .args(["--binary", &app, "--tag", IMAGE, "--env", "HOST=0.0.0.0"])
+            .output()
+            .context("running wisp image pack")?;
+        if !out.status.success() {
+            bail!("wisp image pack: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        IMAGE.to_string()
+    } else {
+        app
+    };
 
     let (tx, rx) = mpsc::channel::<Msg>();
     let rv = api.resource_version(SERVING, "services")?;
