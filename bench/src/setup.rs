@@ -140,3 +140,33 @@ pub fn write_results(out: &str, path: &Path, no_write: bool) -> anyhow::Result<(
     }
     Ok(())
 }
+
+/// The image `--image` benchmarks pack the app as (a name only the local store knows, so
+/// no registry is asked).
+pub const IMAGE: &str = "bench.local/hello:1";
+
+/// Packs `app` (its binary and the libraries `ldd` lists) into `server`'s image store as
+/// [`IMAGE`], listening on the sandbox's address (the samples listen on loopback unless
+/// `HOST` says otherwise), with `wisp image pack`. Returns the image name.
+pub fn pack_image(server: &Server, wisp: &Path, app: &str) -> anyhow::Result<String> {
+    let out = std::process::Command::new(wisp)
+        .args(["image", "pack", "--data-dir"])
+        .arg(server.data_dir())
+        .args(["--binary", app, "--tag", IMAGE, "--env", "HOST=0.0.0.0"])
+        .output()
+        .context("running wisp image pack")?;
+    if !out.status.success() {
+        anyhow::bail!("wisp image pack: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(IMAGE.to_string())
+}
+
+/// The container of a benchmark's Service: the [`IMAGE`] when `app` names it, else `app`
+/// as a host command.
+pub fn container(app: &str) -> serde_json::Value {
+    if app == IMAGE {
+        serde_json::json!({"image": app})
+    } else {
+        serde_json::json!({"command": [app]})
+    }
+}

@@ -108,6 +108,10 @@ struct Args {
     /// Leave the bare hyper proxy reference out.
     #[arg(long)]
     no_bare: bool,
+    /// Run wisp's replicas as a container image of the app (packed into each server's
+    /// image store) instead of host processes. Needs root and runc.
+    #[arg(long)]
+    image: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -186,7 +190,7 @@ fn service(name: &str, app: &str, annotations: Value) -> Value {
             "metadata": {"annotations": annotations},
             "spec": {
                 "containerConcurrency": 0,
-                "containers": [{"command": [app]}],
+                "containers": [setup::container(app)],
             },
         }},
     })
@@ -338,12 +342,18 @@ struct MemPoint {
 fn memory_point(
     opts: &server::Options,
     app: &str,
+    image: bool,
     n: u32,
     idle: Duration,
     timeout: Duration,
 ) -> anyhow::Result<MemPoint> {
     let server = Server::start(opts)?;
     let ingress = server.ingress_addr(Duration::from_secs(10))?;
+    let app = &if image {
+        setup::pack_image(&server, &opts.wisp, app)?
+    } else {
+        app.to_string()
+    };
     let name = "probe-memory";
     server.api().create(
         "services",
@@ -430,11 +440,17 @@ fn main() -> anyhow::Result<()> {
     let ingress = server.ingress_addr(Duration::from_secs(10))?;
     setup::announce(&server, Some(ingress));
     let api = server.api().clone();
+    // The replicas' app: the host binary, or (`--image`) the same binary as an image.
+    let replica_app = if args.image {
+        setup::pack_image(&server, &wisp, &app)?
+    } else {
+        app.clone()
+    };
     api.create(
         "services",
         &service(
             "probe-queue",
-            &app,
+            &replica_app,
             json!({"autoscaling.knative.dev/min-scale": "1"}),
         ),
     )?;
@@ -442,7 +458,7 @@ fn main() -> anyhow::Result<()> {
         "services",
         &service(
             "probe-activator",
-            &app,
+            &replica_app,
             json!({
                 "autoscaling.knative.dev/min-scale": "1",
                 "autoscaling.knative.dev/target-burst-capacity": "-1",
@@ -586,7 +602,7 @@ fn main() -> anyhow::Result<()> {
         let idle = Duration::from_secs(args.idle);
         for n in [1, args.replicas] {
             eprintln!("memory: a fresh wisp serve with one service at min-scale {n}");
-            mem_points.push(memory_point(&opts, &app, n, idle, timeout)?);
+            mem_points.push(memory_point(&opts, &app, args.image, n, idle, timeout)?);
         }
     }
 
@@ -783,6 +799,14 @@ fn main() -> anyhow::Result<()> {
     out += "- Command: `cargo build --release -p wisp -p wisp-samples -p wisp-bench && \
             target/release/dataplane_probe`\n";
     out += &format!("- Invoked as: `{}`\n", wisp_bench::command_line());
+    out += &format!(
+        "- wisp's replicas: {}\n",
+        if args.image {
+            "the app as a container image (runc sandboxes, own network namespace each)"
+        } else {
+            "the app as host processes"
+        }
+    );
     out += &format!(
         "- Load: `{}` (throughput) and `{}` (latency), {} s each after a {} s warm-up \
          per target; {} repetitions of the whole matrix; clock ticks {} per s\n",

@@ -247,17 +247,9 @@ impl State {
 }
 
 /// A `hello` Service that starts at zero replicas.
-/// The image `--image` packs the app as.
-const IMAGE: &str = "bench.local/hello:1";
-
-/// A service at zero running `app`: an image reference when it names [`IMAGE`], else a host
-/// command.
+/// A service at zero running `app` ([`setup::container`]: an image or a host command).
 fn service(name: &str, app: &str) -> Value {
-    let container = if app == IMAGE {
-        json!({"image": app})
-    } else {
-        json!({"command": [app]})
-    };
+    let container = setup::container(app);
     json!({
         "apiVersion": SERVING,
         "kind": "Service",
@@ -448,18 +440,7 @@ fn main() -> anyhow::Result<()> {
         setup::start_with_config(wisp.clone(), &config, Duration::from_secs(args.start_wait))?;
     let api = server.api().clone();
     let app = if args.image {
-        // The binary and its libraries as a one-layer image, listening on the sandbox's
-        // address (the sample listens on loopback unless HOST says otherwise).
-        let out = std::process::Command::new(&wisp)
-            .args(["image", "pack", "--data-dir"])
-            .arg(server.data_dir())
-            .args(["--binary", &app, "--tag", IMAGE, "--env", "HOST=0.0.0.0"])
-            .output()
-            .context("running wisp image pack")?;
-        if !out.status.success() {
-            bail!("wisp image pack: {}", String::from_utf8_lossy(&out.stderr));
-        }
-        IMAGE.to_string()
+        setup::pack_image(&server, &wisp, &app)?
     } else {
         app
     };

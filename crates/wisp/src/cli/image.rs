@@ -35,6 +35,15 @@ pub enum ImageCommand {
         #[arg(long = "insecure-registry")]
         insecure: Vec<String>,
     },
+    /// Push a stored image to a registry under another name (credentials from Docker's
+    /// `config.json`).
+    Push {
+        source: String,
+        target: String,
+        /// Registries (host:port) that may be plain HTTP (loopback ones always may).
+        #[arg(long = "insecure-registry")]
+        insecure: Vec<String>,
+    },
     /// Give a stored image another name.
     Tag { source: String, target: String },
     /// Remove names (the blobs stay until `prune`).
@@ -97,6 +106,23 @@ pub fn run(args: ImageArgs) -> anyhow::Result<bool> {
             }
             let table = super::printers::format_table(&rows);
             super::out(format_args!("{table}"))?;
+        }
+        ImageCommand::Push {
+            source,
+            target,
+            insecure,
+        } => {
+            let opts = RegistryOptions {
+                insecure_registries: insecure,
+                ..Default::default()
+            };
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            let digest = rt
+                .block_on(wisp_image::registry::push(&store, &source, &target, &opts))
+                .with_context(|| format!("pushing {source} to {target}"))?;
+            super::out(format_args!("Pushed {target} ({digest})\n"))?;
         }
         ImageCommand::Pull {
             reference,
