@@ -19,7 +19,7 @@ use wisp_store::{LabelSelector, RawEvent, Start, Watch, WatchBatch, WatchSpec};
 use crate::{
     ApiState,
     error::ApiError,
-    handlers::resource,
+    handlers::{FieldSelector, resource},
     table::{Include, Layout},
 };
 
@@ -33,6 +33,7 @@ struct WatchState {
     stopping: tokio::sync::watch::Receiver<bool>,
     done: bool,
     table: Option<TableWatch>,
+    fields: FieldSelector,
 }
 
 /// A watch that answers Tables (`kubectl get -w`): each event's object is a Table of that
@@ -113,6 +114,7 @@ pub async fn serve(
     kind: &'static ResourceKind,
     ns: Option<String>,
     selector: Option<LabelSelector>,
+    fields: FieldSelector,
     from: Option<u64>,
     timeout_secs: Option<u64>,
     table: Option<TableWatch>,
@@ -130,6 +132,7 @@ pub async fn serve(
         stopping: st.stopping.clone(),
         done: false,
         table,
+        fields,
     };
     let stream = futures_util::stream::unfold(state, next_chunk);
     Ok(Response::builder()
@@ -160,7 +163,15 @@ async fn next_chunk(
             _ = s.stopping.wait_for(|stop| *stop) => return None,
         };
         match batch {
-            Ok(WatchBatch::Listed { events, .. } | WatchBatch::Changed(events)) => {
+            Ok(WatchBatch::Listed { mut events, .. } | WatchBatch::Changed(mut events)) => {
+                if !s.fields.is_empty() {
+                    // The store watches by label only; the few fields a selector may
+                    // name are checked here, on the event's object.
+                    events.retain(|ev| {
+                        serde_json::from_str::<Value>(&ev.object)
+                            .is_ok_and(|o| s.fields.matches(&o))
+                    });
+                }
                 match &mut s.table {
                     Some(t) => s.pending.extend(events.iter().map(|ev| t.line(ev))),
                     None => s.pending.extend(lines(events)),
