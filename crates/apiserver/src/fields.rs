@@ -206,7 +206,11 @@ mod tests {
                 vec!["spec.foo"],
             ),
             // Empty values the typed object omits are not unknown.
-            (json!({"spec": {"labels": {}, "n": 0}}), json!({"spec": {}}), vec![]),
+            (
+                json!({"spec": {"labels": {}, "n": 0}}),
+                json!({"spec": {}}),
+                vec![],
+            ),
             (
                 json!({"c": [{"name": "a", "bogus": true}]}),
                 json!({"c": [{"name": "a"}]}),
@@ -255,6 +259,10 @@ mod tests {
             e.status.message,
             "strict decoding error: duplicate field \"metadata.name\", unknown field \"spec.foo\""
         );
-        assert!(enforce(FieldValidation::Strict, &[], &[]).unwrap().is_empty());
+        assert!(
+            enforce(FieldValidation::Strict, &[], &[])
+                .unwrap()
+                .is_empty()
+        );
     }
 }

@@ -402,8 +402,14 @@ fn dry_run_create(
     mut object: Value,
     generate: bool,
 ) -> Result<Option<Value>, ApiError> {
-    let ns = object["metadata"]["namespace"].as_str().unwrap_or("").to_string();
-    let name = object["metadata"]["name"].as_str().unwrap_or("").to_string();
+    let ns = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
+    let name = object["metadata"]["name"]
+        .as_str()
+        .unwrap_or("")
+        .to_string();
     if st.store.get(res, &ns, &name)?.is_some() {
         if generate {
             return Ok(None);
@@ -802,9 +808,12 @@ fn update_with(
             let mut object = admitted.object;
             match entries {
                 Some(entries) => managed::store(&mut object, entries),
-                None => {
-                    managed::record_update(Some(&old), &mut object, &opts.manager, &kind.api_version())
-                }
+                None => managed::record_update(
+                    Some(&old),
+                    &mut object,
+                    &opts.manager,
+                    &kind.api_version(),
+                ),
             }
             let warnings = [field_warnings, &admitted.warnings[..]].concat();
             if client_rv.is_empty() {
@@ -947,11 +956,7 @@ struct DeleteOpts {
     resource_version: Option<String>,
 }
 
-async fn delete_options(
-    st: &ApiState,
-    req: &WriteReq,
-    body: Body,
-) -> Result<DeleteOpts, ApiError> {
+async fn delete_options(st: &ApiState, req: &WriteReq, body: Body) -> Result<DeleteOpts, ApiError> {
     let bytes = body::read(body, &st.body_budget).await?;
     let from_body = if bytes.iter().all(u8::is_ascii_whitespace) {
         Value::Null
@@ -1095,7 +1100,10 @@ pub(crate) async fn delete_collection_in(
         let (items, _) = st.store.list(&res, ns.as_deref(), selector.as_ref())?;
         let mut deleted = Vec::new();
         for item in items.into_iter().filter(|o| names.matches(o)) {
-            let ns = item["metadata"]["namespace"].as_str().unwrap_or("").to_string();
+            let ns = item["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
             let name = item["metadata"]["name"].as_str().unwrap_or("").to_string();
             if opts.dry_run {
                 deleted.push(item);

@@ -207,9 +207,7 @@ pub fn store(obj: &mut Value, mut entries: Vec<Entry>) {
 
 /// The time of an entry: RFC 3339 in seconds, as `metav1.Time` encodes.
 pub fn now() -> String {
-    chrono::Utc::now()
-        .format("%Y-%m-%dT%H:%M:%SZ")
-        .to_string()
+    chrono::Utc::now().format("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
 
 /// An `Update` (create, PUT, non-apply PATCH) by `manager`: it takes the fields it changed

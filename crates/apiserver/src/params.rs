@@ -307,7 +307,10 @@ mod tests {
     #[test]
     fn manager_defaults_to_the_user_agent_prefix() {
         let mut h = HeaderMap::new();
-        h.insert("user-agent", "kubectl/v1.32.0 (linux/amd64)".parse().unwrap());
+        h.insert(
+            "user-agent",
+            "kubectl/v1.32.0 (linux/amd64)".parse().unwrap(),
+        );
         let o = parse(Verb::Update, &q(&[]), &[], &h).unwrap();
         assert_eq!(o.manager, "kubectl");
         assert!(!o.manager_given);

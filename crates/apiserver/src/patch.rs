@@ -55,16 +55,15 @@ pub fn apply_json_patch(target: &Value, body: &[u8]) -> Result<Value, ApiError> 
         serde_json::from_slice(body).map_err(|e| ApiError::bad_request(e.to_string()))?;
     let mut out = target.clone();
     json_patch::patch(&mut out, &ops).map_err(|e| {
-        // patch.go answers a patch that does not apply with NewGenericServerResponse(422),
-        // whose message is the generic one; the reason goes into a cause here so that it
-        // is not lost.
-        let mut err = ApiError::new(
+        // patch.go answers a patch that does not apply with
+        // NewGenericServerResponse(422, …), whose message is the generic one (the reason
+        // is only logged).
+        tracing::debug!(error = %e, "JSON patch does not apply");
+        ApiError::new(
             422,
             "Invalid",
             "the server rejected our request due to an error in our request",
-        );
-        err.status.details = Some(serde_json::json!({"causes": [{"message": e.to_string()}]}));
-        err
+        )
     })?;
     Ok(out)
 }
@@ -127,12 +126,20 @@ mod tests {
     #[test]
     fn content_types_per_kind() {
         let cases = [
-            (&wisp_api::kinds::SERVICE, MERGE_PATCH, Some(PatchType::Merge)),
+            (
+                &wisp_api::kinds::SERVICE,
+                MERGE_PATCH,
+                Some(PatchType::Merge),
+            ),
             (&wisp_api::kinds::SERVICE, JSON_PATCH, Some(PatchType::Json)),
             (&wisp_api::kinds::SERVICE, APPLY, Some(PatchType::Apply)),
             (&wisp_api::kinds::SERVICE, STRATEGIC, None),
             (&wisp_api::kinds::SERVICE, "application/json", None),
-            (&wisp_api::kinds::CONFIG_MAP, STRATEGIC, Some(PatchType::Strategic)),
+            (
+                &wisp_api::kinds::CONFIG_MAP,
+                STRATEGIC,
+                Some(PatchType::Strategic),
+            ),
         ];
         for (kind, ct, want) in cases {
             match (patch_type(kind, ct), want) {
@@ -182,7 +189,11 @@ mod tests {
         )
         .unwrap();
         assert_eq!(t["data"], json!({"b": "2", "c": "3"}));
-        apply_strategic(&mut t, &json!({"metadata": {"labels": {"$patch": "delete"}}})).unwrap();
+        apply_strategic(
+            &mut t,
+            &json!({"metadata": {"labels": {"$patch": "delete"}}}),
+        )
+        .unwrap();
         assert!(t["metadata"].get("labels").is_none());
         assert_eq!(
             apply_strategic(&mut t, &json!({"data": {"$retainKeys": ["a"]}}))
