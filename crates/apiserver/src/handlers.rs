@@ -202,22 +202,61 @@ pub(crate) async fn list_or_watch(
         return watch::serve(st, kind, ns, selector, fields, from, timeout, table).await;
     }
     let res = resource(kind);
+    let params = crate::listing::parse(&q)?;
+    let filtered = selector.is_some() || !fields.is_empty();
     // Read and encoded on the blocking pool: a large list is CPU work the async workers
     // must not do.
     let body = blocking(move || {
+        use crate::listing;
         let (mut items, rv) = st.store.list(&res, ns.as_deref(), selector.as_ref())?;
         if !fields.is_empty() {
             items.retain(|o| fields.matches(o));
+        }
+        if let Some(n) = params.not_older_than
+            && n > rv
+        {
+            return Err(listing::too_large(n, rv));
+        }
+        if params.exact.is_some_and(|n| n != rv) {
+            return Err(listing::exact_expired());
+        }
+        let mut list_rv = rv;
+        if let Some((token_rv, start)) = &params.resume {
+            // A token whose resourceVersion the event history no longer reaches is
+            // stale, as kube's compacted snapshot is.
+            if let Err(StoreError::Gone { .. }) =
+                st.store.events_since(*token_rv, Some(&res), None, 1)
+            {
+                return Err(listing::continue_expired());
+            }
+            let start = listing::split_key(start);
+            items.retain(|o| listing::key(o) > start);
+            list_rv = *token_rv;
+        }
+        let mut meta = json!({"resourceVersion": list_rv.to_string()});
+        if let Some(limit) = params.limit
+            && items.len() > limit
+        {
+            let remaining = items.len() - limit;
+            items.truncate(limit);
+            let (lns, lname) = items.last().map(listing::key).unwrap_or_default();
+            meta["continue"] = listing::encode_continue(list_rv, &format!("{lns}/{lname}")).into();
+            // The etcd3 store counts the rest only for unfiltered lists.
+            if !filtered {
+                meta["remainingItemCount"] = remaining.into();
+            }
         }
         let list = match form {
             ReadForm::Json => json!({
                 "apiVersion": kind.api_version(),
                 "kind": format!("{}List", kind.kind),
-                "metadata": {"resourceVersion": rv.to_string()},
+                "metadata": meta,
                 "items": items,
             }),
             ReadForm::Table { version, include } => {
-                Layout::of(kind)?.table(items, &rv.to_string(), include, version)
+                let mut t = Layout::of(kind)?.table(items, &list_rv.to_string(), include, version);
+                t["metadata"] = meta;
+                t
             }
         };
         serde_json::to_vec(&list).map_err(|e| ApiError::internal(format!("encoding the list: {e}")))

@@ -22,6 +22,7 @@ pub mod fields;
 mod handlers;
 pub mod inflight;
 pub mod jsonpath;
+pub mod listing;
 mod logs;
 pub mod managed;
 pub mod namespaces;

@@ -108,7 +108,9 @@ fn lines(events: Vec<RawEvent>) -> impl Iterator<Item = bytes::Bytes> {
 
 /// Starts a watch from `from` (exclusive), or — when `from` is None — with synthetic ADDED
 /// events for every current object followed by every later change. A `from` already
-/// compacted away is answered with 410 up front.
+/// compacted away is answered as kube-apiserver's watch cache answers it: 200 and one
+/// `ERROR` event carrying the 410 `Expired` Status (`newErrWatcher` in
+/// k8s.io/apiserver/pkg/storage/cacher), then the end of the stream.
 pub async fn serve(
     st: ApiState,
     kind: &'static ResourceKind,
@@ -124,7 +126,19 @@ pub async fn serve(
         .selector(selector)
         .start(from.map_or(Start::List, Start::From))
         .batch(BATCH);
-    let watch = st.store.watch(spec).await?;
+    let watch = match st.store.watch(spec).await {
+        Ok(w) => w,
+        Err(e @ wisp_store::StoreError::Gone { .. }) => {
+            let status = ApiError::from(e).status;
+            let body = line("ERROR", &serde_json::to_value(status).unwrap_or_default());
+            return Ok(Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body))
+                .expect("static response parts"));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let state = WatchState {
         watch,
         pending: VecDeque::new(),
