@@ -26,6 +26,9 @@ use crate::{
 /// Events fetched from the store per round trip.
 const BATCH: usize = 256;
 
+/// How often a watch that allows bookmarks gets one (kube's cacher `bookmarkFrequency`).
+const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
+
 struct WatchState {
     watch: Watch<RawEvent>,
     pending: VecDeque<bytes::Bytes>,
@@ -34,6 +37,22 @@ struct WatchState {
     done: bool,
     table: Option<TableWatch>,
     fields: FieldSelector,
+    /// `allowWatchBookmarks`: the kind's (apiVersion, kind), for the BOOKMARK objects.
+    bookmarks: Option<(String, &'static str)>,
+    next_bookmark: tokio::time::Instant,
+}
+
+/// A BOOKMARK event: an object of the kind carrying only the resourceVersion the watch
+/// has seen everything up to (k8s.io/apiserver/pkg/storage/cacher `cacheWatcher`).
+fn bookmark(api_version: &str, kind: &str, rv: u64) -> bytes::Bytes {
+    line(
+        "BOOKMARK",
+        &serde_json::json!({
+            "kind": kind,
+            "apiVersion": api_version,
+            "metadata": {"resourceVersion": rv.to_string(), "creationTimestamp": null},
+        }),
+    )
 }
 
 /// A watch that answers Tables (`kubectl get -w`): each event's object is a Table of that
@@ -111,6 +130,7 @@ fn lines(events: Vec<RawEvent>) -> impl Iterator<Item = bytes::Bytes> {
 /// compacted away is answered as kube-apiserver's watch cache answers it: 200 and one
 /// `ERROR` event carrying the 410 `Expired` Status (`newErrWatcher` in
 /// k8s.io/apiserver/pkg/storage/cacher), then the end of the stream.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     st: ApiState,
     kind: &'static ResourceKind,
@@ -120,6 +140,7 @@ pub async fn serve(
     from: Option<u64>,
     timeout_secs: Option<u64>,
     table: Option<TableWatch>,
+    bookmarks: bool,
 ) -> Result<Response, ApiError> {
     let spec = WatchSpec::new([resource(kind)])
         .namespace(ns)
@@ -147,6 +168,8 @@ pub async fn serve(
         done: false,
         table,
         fields,
+        bookmarks: bookmarks.then(|| (kind.api_version(), kind.kind)),
+        next_bookmark: tokio::time::Instant::now() + BOOKMARK_EVERY,
     };
     let stream = futures_util::stream::unfold(state, next_chunk);
     Ok(Response::builder()
@@ -173,7 +196,23 @@ async fn next_chunk(
         let until = s.deadline.unwrap_or(far);
         let batch = tokio::select! {
             b = s.watch.next() => b,
-            _ = tokio::time::sleep_until(until) => return None,
+            _ = tokio::time::sleep_until(until) => {
+                // The cacher's last bookmark goes out as the watch's time runs out, so the
+                // client resumes from where it got to.
+                if let Some((av, kind)) = &s.bookmarks {
+                    s.pending.push_back(bookmark(av, kind, s.watch.position()));
+                    s.done = true;
+                    continue;
+                }
+                return None;
+            }
+            _ = tokio::time::sleep_until(s.next_bookmark), if s.bookmarks.is_some() => {
+                if let Some((av, kind)) = &s.bookmarks {
+                    s.pending.push_back(bookmark(av, kind, s.watch.position()));
+                }
+                s.next_bookmark += BOOKMARK_EVERY;
+                continue;
+            }
             _ = s.stopping.wait_for(|stop| *stop) => return None,
         };
         match batch {

@@ -58,7 +58,14 @@ fn bad_requests_get_kube_apiservers_status() {
     let s = Server::start();
     assert_eq!(call(&s, "POST", SVCS, JSON, &svc("a", "")).0, 201);
     assert_eq!(
-        call(&s, "POST", CMS, JSON, r#"{"metadata":{"name":"cm"},"data":{"k":"v"}}"#).0,
+        call(
+            &s,
+            "POST",
+            CMS,
+            JSON,
+            r#"{"metadata":{"name":"cm"},"data":{"k":"v"}}"#
+        )
+        .0,
         201
     );
     let a = format!("{SVCS}/a");
@@ -120,7 +127,15 @@ fn bad_requests_get_kube_apiservers_status() {
             "Invalid",
             "the server rejected our request due to an error in our request",
         ),
-        ("PATCH", a.clone(), MERGE, "{".into(), 400, "BadRequest", "error decoding JSON body"),
+        (
+            "PATCH",
+            a.clone(),
+            MERGE,
+            "{".into(),
+            400,
+            "BadRequest",
+            "error decoding JSON body",
+        ),
         // Apply needs a field manager; force is for apply only.
         (
             "PATCH",
@@ -331,7 +346,13 @@ fn field_validation_directives() {
 #[test]
 fn dry_runs_store_nothing() {
     let s = Server::start();
-    let (code, obj, _) = call(&s, "POST", &format!("{SVCS}?dryRun=All"), JSON, &svc("d", ""));
+    let (code, obj, _) = call(
+        &s,
+        "POST",
+        &format!("{SVCS}?dryRun=All"),
+        JSON,
+        &svc("d", ""),
+    );
     assert_eq!(code, 201, "{obj}");
     // Admitted in full (Knative's defaults are there), with no resourceVersion.
     assert_eq!(obj["metadata"]["generation"], 1);
@@ -343,7 +364,13 @@ fn dry_runs_store_nothing() {
     assert_eq!(call(&s, "POST", SVCS, JSON, &svc("d", "")).0, 201);
     let stored = s.get_json(&format!("{SVCS}/d")).unwrap();
     let path = format!("{SVCS}/d?dryRun=All");
-    let (code, obj, _) = call(&s, "PATCH", &path, MERGE, r#"{"metadata":{"labels":{"x":"y"}}}"#);
+    let (code, obj, _) = call(
+        &s,
+        "PATCH",
+        &path,
+        MERGE,
+        r#"{"metadata":{"labels":{"x":"y"}}}"#,
+    );
     assert_eq!(code, 200);
     assert_eq!(obj["metadata"]["labels"]["x"], "y");
     let (code, obj, _) = call(
@@ -380,7 +407,10 @@ fn server_side_apply_records_managers_and_conflicts() {
     assert_eq!(mf[0]["manager"], "alice");
     assert_eq!(mf[0]["operation"], "Apply");
     assert_eq!(mf[0]["apiVersion"], "serving.knative.dev/v1");
-    assert!(mf[0]["fieldsV1"]["f:metadata"]["f:labels"]["f:team"].is_object(), "{mf}");
+    assert!(
+        mf[0]["fieldsV1"]["f:metadata"]["f:labels"]["f:team"].is_object(),
+        "{mf}"
+    );
 
     // An update by bob takes the field it changes.
     let (code, obj, _) = call(
@@ -395,7 +425,12 @@ fn server_side_apply_records_managers_and_conflicts() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|e| (e["manager"].as_str().unwrap(), e["operation"].as_str().unwrap()))
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap(),
+                e["operation"].as_str().unwrap(),
+            )
+        })
         .collect();
     assert_eq!(managers, [("alice", "Apply"), ("bob", "Update")]);
 
@@ -407,15 +442,24 @@ fn server_side_apply_records_managers_and_conflicts() {
         status["message"],
         "Apply failed with 1 conflict: conflict with \"bob\" using serving.knative.dev/v1: .metadata.labels.team"
     );
-    assert_eq!(status["details"]["causes"][0]["reason"], "FieldManagerConflict");
-    assert_eq!(status["details"]["causes"][0]["field"], ".metadata.labels.team");
+    assert_eq!(
+        status["details"]["causes"][0]["reason"],
+        "FieldManagerConflict"
+    );
+    assert_eq!(
+        status["details"]["causes"][0]["field"],
+        ".metadata.labels.team"
+    );
 
     // Forced, and with `keep` dropped from her config: keep is removed, team is hers.
     let forced = cfg("a").replace("    keep: me\n", "");
     let (code, obj, _) = call(&s, "PATCH", &format!("{path}&force=true"), APPLY, &forced);
     assert_eq!(code, 200, "{obj}");
     assert_eq!(obj["metadata"]["labels"], json!({"team": "a"}));
-    assert_eq!(obj["metadata"]["managedFields"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        obj["metadata"]["managedFields"].as_array().unwrap().len(),
+        1
+    );
 }
 
 #[test]
@@ -437,12 +481,27 @@ fn deletecollection_and_chunked_lists() {
     assert_eq!(names(&first), ["c1", "c2"]);
     assert_eq!(first["metadata"]["remainingItemCount"], 2);
     let token = first["metadata"]["continue"].as_str().unwrap();
-    let (_, rest, _) = call(&s, "GET", &format!("{SVCS}?limit=2&continue={token}"), "", "");
+    let (_, rest, _) = call(
+        &s,
+        "GET",
+        &format!("{SVCS}?limit=2&continue={token}"),
+        "",
+        "",
+    );
     assert_eq!(names(&rest), ["c3", "x1"]);
     assert!(rest["metadata"].get("continue").is_none(), "{rest}");
-    assert_eq!(rest["metadata"]["resourceVersion"], first["metadata"]["resourceVersion"]);
+    assert_eq!(
+        rest["metadata"]["resourceVersion"],
+        first["metadata"]["resourceVersion"]
+    );
 
-    let (_, one, _) = call(&s, "GET", &format!("{SVCS}?fieldSelector=metadata.name%3Dc2"), "", "");
+    let (_, one, _) = call(
+        &s,
+        "GET",
+        &format!("{SVCS}?fieldSelector=metadata.name%3Dc2"),
+        "",
+        "",
+    );
     assert_eq!(names(&one), ["c2"]);
 
     // deletecollection answers the deleted objects; a dry run deletes none.
@@ -456,4 +515,52 @@ fn deletecollection_and_chunked_lists() {
     assert_eq!(names(&list), ["c1", "c2", "c3"]);
     let (_, left, _) = call(&s, "GET", SVCS, "", "");
     assert_eq!(names(&left), ["x1"]);
+}
+
+#[test]
+fn watches_end_with_a_bookmark_and_refuse_initial_events() {
+    let s = Server::start();
+    assert_eq!(call(&s, "POST", SVCS, JSON, &svc("w1", "")).0, 201);
+    let start = std::time::Instant::now();
+    let (code, body, _) = call(
+        &s,
+        "GET",
+        &format!("{SVCS}?watch=true&allowWatchBookmarks=true&timeoutSeconds=1"),
+        "",
+        "",
+    );
+    assert_eq!(code, 200);
+    assert!(start.elapsed() < Duration::from_secs(10));
+    let text = match body {
+        Value::String(t) => t,
+        v => format!("{v}\n"),
+    };
+    let events: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(events[0]["type"], "ADDED", "{text}");
+    let last = events.last().unwrap();
+    assert_eq!(last["type"], "BOOKMARK", "{text}");
+    assert_eq!(last["object"]["kind"], "Service");
+    assert_eq!(last["object"]["apiVersion"], "serving.knative.dev/v1");
+    let rv: u64 = last["object"]["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv >= 1, "{last}");
+
+    let (code, status, _) = call(
+        &s,
+        "GET",
+        &format!("{SVCS}?watch=true&sendInitialEvents=true"),
+        "",
+        "",
+    );
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(
+        status["message"],
+        "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+    );
 }
