@@ -203,7 +203,11 @@ mod tests {
     #[test]
     fn list_options_parse_or_fail_as_kube() {
         let token = encode_continue(7, "default/b");
-        let cases: Vec<(HashMap<String, String>, Result<ListParams, (u16, &str)>)> = vec![
+        type Case = (
+            HashMap<String, String>,
+            Result<ListParams, (u16, &'static str)>,
+        );
+        let cases: Vec<Case> = vec![
             (q(&[]), Ok(ListParams::default())),
             (
                 q(&[("limit", "2")]),

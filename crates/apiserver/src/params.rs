@@ -234,6 +234,36 @@ fn user_agent_prefix(headers: &HeaderMap) -> String {
     }
 }
 
+/// A write's query parameters and headers, as one extractor.
+pub struct WriteReq {
+    pub q: HashMap<String, String>,
+    pub dry_run: Vec<String>,
+    pub headers: HeaderMap,
+}
+
+impl WriteReq {
+    pub fn options(&self, verb: Verb) -> Result<WriteOptions, ApiError> {
+        parse(verb, &self.q, &self.dry_run, &self.headers)
+    }
+}
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for WriteReq {
+    type Rejection = ApiError;
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Self, ApiError> {
+        let axum::extract::Query(q) =
+            axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
+                .map_err(|e| ApiError::bad_request(e.body_text()))?;
+        Ok(WriteReq {
+            q,
+            dry_run: all_values(parts.uri.query(), "dryRun"),
+            headers: parts.headers.clone(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -249,7 +279,13 @@ mod tests {
     fn options_are_checked_as_kube_checks_them() {
         let h = HeaderMap::new();
         let all = vec!["All".to_string()];
-        let cases: Vec<(Verb, HashMap<String, String>, Vec<String>, Result<(), &str>)> = vec![
+        type Case = (
+            Verb,
+            HashMap<String, String>,
+            Vec<String>,
+            Result<(), &'static str>,
+        );
+        let cases: Vec<Case> = vec![
             (Verb::Create, q(&[]), vec![], Ok(())),
             (Verb::Create, q(&[]), all.clone(), Ok(())),
             (
@@ -326,35 +362,5 @@ mod tests {
             vec!["All", "x y"]
         );
         assert!(all_values(None, "dryRun").is_empty());
-    }
-}
-
-/// A write's query parameters and headers, as one extractor.
-pub struct WriteReq {
-    pub q: HashMap<String, String>,
-    pub dry_run: Vec<String>,
-    pub headers: HeaderMap,
-}
-
-impl WriteReq {
-    pub fn options(&self, verb: Verb) -> Result<WriteOptions, ApiError> {
-        parse(verb, &self.q, &self.dry_run, &self.headers)
-    }
-}
-
-impl<S: Send + Sync> axum::extract::FromRequestParts<S> for WriteReq {
-    type Rejection = ApiError;
-    async fn from_request_parts(
-        parts: &mut axum::http::request::Parts,
-        _: &S,
-    ) -> Result<Self, ApiError> {
-        let axum::extract::Query(q) =
-            axum::extract::Query::<HashMap<String, String>>::try_from_uri(&parts.uri)
-                .map_err(|e| ApiError::bad_request(e.body_text()))?;
-        Ok(WriteReq {
-            q,
-            dry_run: all_values(parts.uri.query(), "dryRun"),
-            headers: parts.headers.clone(),
-        })
     }
 }
