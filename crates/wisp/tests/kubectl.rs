@@ -760,3 +760,40 @@ fn kubectl_server_side_apply_conflicts() {
         "other"
     );
 }
+
+/// Client-side apply of a core kind goes through a strategic merge patch: applied again,
+/// changed, and a key dropped from the file is removed (the three-way merge).
+#[test]
+fn kubectl_applies_config_maps_with_strategic_merge_patches() {
+    if !kubectl_installed() {
+        eprintln!("kubectl not on PATH: skipping");
+        return;
+    }
+    let s = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let k = Kubectl::new(dir.path(), &s);
+    let file = dir.path().join("cm.yaml");
+    let f = file.to_str().unwrap();
+    let cm = |data: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cfg\ndata:\n{data}")
+    };
+    std::fs::write(&file, cm("  a: \"1\"\n  b: \"2\"\n")).unwrap();
+    assert_eq!(k.ok(&["apply", V, "-f", f]), "configmap/cfg created\n");
+    assert_eq!(k.ok(&["apply", V, "-f", f]), "configmap/cfg unchanged\n");
+    std::fs::write(&file, cm("  a: \"3\"\n")).unwrap();
+    let (ok, out, log) = k.run(&["apply", V, "-f", f, "-v=8"]);
+    assert!(ok, "{log}");
+    assert_eq!(out, "configmap/cfg configured\n");
+    assert!(
+        log.contains("application/strategic-merge-patch+json"),
+        "{log}"
+    );
+    let data: Value =
+        serde_json::from_str(&k.ok(&["get", "cm", "cfg", "-o", "jsonpath={.data}"])).unwrap();
+    assert_eq!(data, serde_json::json!({"a": "3"}));
+    assert_eq!(
+        k.ok(&["apply", V, "--server-side", "-f", f]),
+        "configmap/cfg serverside-applied\n"
+    );
+    assert_eq!(k.ok(&["delete", "-f", f]), "configmap \"cfg\" deleted\n");
+}
