@@ -314,6 +314,17 @@ fn bad_requests_get_kube_apiservers_status() {
         let msg = status["message"].as_str().unwrap();
         assert!(msg.starts_with(message), "{method} {path}: {msg}");
     }
+    // Errors about one object name it as kube's StatusDetails do.
+    let (_, status, _) = call(&s, "POST", SVCS, JSON, &svc("a", ""));
+    assert_eq!(
+        status["details"],
+        json!({"name": "a", "group": "serving.knative.dev", "kind": "services"})
+    );
+    let (_, status, _) = call(&s, "GET", &format!("{CMS}/nope"), "", "");
+    assert_eq!(
+        status["details"],
+        json!({"name": "nope", "kind": "configmaps"})
+    );
     // Nothing above changed anything: a is as created, b never was.
     assert!(s.get_json(&format!("{SVCS}/b")).is_none());
     assert_eq!(s.get_json(&a).unwrap()["metadata"]["generation"], 1);
