@@ -287,11 +287,17 @@ pub fn apply(
         }
     }
     merge(&mut merged, config);
+    // An apply that changes nothing keeps the entry's time, so it writes nothing
+    // (IgnoreManagedFieldsTimestampsTransformer in managedfields/internal).
+    let unchanged =
+        live.is_some_and(|l| previous == applied && without_managed(l) == without_managed(&merged));
     let time = now();
     match list.iter_mut().find(|e| e.is(manager, "Apply")) {
         Some(e) => {
             e.fields = applied;
-            e.time = time;
+            if !unchanged {
+                e.time = time;
+            }
             e.api_version = api_version.into();
         }
         None => list.push(Entry {
@@ -304,6 +310,14 @@ pub fn apply(
         }),
     }
     Ok((merged, list))
+}
+
+fn without_managed(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("managedFields");
+    }
+    v
 }
 
 /// Objects merge key by key; anything else (scalars, atomic lists) is replaced.
@@ -428,6 +442,25 @@ mod tests {
         let again = json!({"metadata": {"name": "a"}, "spec": {"x": 5}});
         let (merged2, _) = apply(Some(&merged), &again, "me", false, "g/v1").unwrap();
         assert_eq!(merged2["spec"], json!({"x": 5, "y": 2}));
+    }
+
+    #[test]
+    fn a_repeated_apply_keeps_its_time() {
+        let config = json!({"metadata": {"name": "a"}, "data": {"k": "v"}});
+        let (mut first, list) = apply(None, &config, "me", false, "v1").unwrap();
+        store(&mut first, list);
+        let mut old = first.clone();
+        old["metadata"]["managedFields"][0]["time"] = "2000-01-01T00:00:00Z".into();
+        let (mut again, list) = apply(Some(&old), &config, "me", false, "v1").unwrap();
+        store(&mut again, list);
+        assert_eq!(again, old);
+        let changed = json!({"metadata": {"name": "a"}, "data": {"k": "w"}});
+        let (mut third, list) = apply(Some(&old), &changed, "me", false, "v1").unwrap();
+        store(&mut third, list);
+        assert_ne!(
+            third["metadata"]["managedFields"][0]["time"],
+            "2000-01-01T00:00:00Z"
+        );
     }
 
     #[test]
