@@ -199,19 +199,7 @@ pub(crate) async fn list_or_watch(
                 Some(watch::TableWatch::new(kind, include, version)?)
             }
         };
-        if q.contains_key("sendInitialEvents") {
-            // kube-apiserver without the WatchList feature gate (off by default in 1.32).
-            return Err(ApiError::invalid_core(
-                "ListOptions.meta.k8s.io",
-                "",
-                &[wisp_api::core::FieldErr {
-                    type_: wisp_api::core::ErrorType::Forbidden,
-                    field: "sendInitialEvents".into(),
-                    value: String::new(),
-                    detail: "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled".into(),
-                }],
-            ));
-        }
+        crate::listing::validate_watch(&q)?;
         let bookmarks = matches!(
             q.get("allowWatchBookmarks").map(String::as_str),
             Some("true" | "1")

@@ -142,6 +142,56 @@ pub fn parse(q: &HashMap<String, String>) -> Result<ListParams, ApiError> {
     Ok(p)
 }
 
+/// A watch's options, checked as `validateWatchOptions` checks them with the WatchList
+/// feature gate off (its default in kube 1.32).
+pub fn validate_watch(q: &HashMap<String, String>) -> Result<(), ApiError> {
+    let matching = q
+        .get("resourceVersionMatch")
+        .map(String::as_str)
+        .unwrap_or("");
+    let initial = q.contains_key("sendInitialEvents");
+    let mut errs = Vec::new();
+    if initial {
+        if matching != "NotOlderThan" {
+            errs.push(forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        errs.push(forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+        ));
+    }
+    if !matching.is_empty() {
+        if !initial {
+            errs.push(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if matching != "NotOlderThan" {
+            errs.push(FieldErr {
+                type_: ErrorType::NotSupported,
+                field: "resourceVersionMatch".into(),
+                value: format!("{matching:?}"),
+                detail: "supported values: \"NotOlderThan\"".into(),
+            });
+        }
+        if q.get("continue").is_some_and(|c| !c.is_empty()) {
+            errs.push(forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(invalid(&errs))
+    }
+}
+
 /// kube's answer to a list at a resourceVersion newer than the store's
 /// (`storage.NewTooLargeResourceVersionError`).
 pub fn too_large(requested: u64, current: u64) -> ApiError {
@@ -198,6 +248,39 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    #[test]
+    fn watch_options_fail_as_kube_without_watch_list() {
+        let cases: [(&[(&str, &str)], Option<&str>); 4] = [
+            (&[], None),
+            (
+                &[("resourceVersionMatch", "NotOlderThan")],
+                Some(
+                    "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+                ),
+            ),
+            (
+                &[("sendInitialEvents", "true")],
+                Some(
+                    "[resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan, sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled]",
+                ),
+            ),
+            (
+                &[
+                    ("sendInitialEvents", "true"),
+                    ("resourceVersionMatch", "NotOlderThan"),
+                ],
+                Some(
+                    "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled",
+                ),
+            ),
+        ];
+        for (params, want) in cases {
+            let got = validate_watch(&q(params)).err().map(|e| e.status.message);
+            let want = want.map(|w| format!("ListOptions.meta.k8s.io \"\" is invalid: {w}"));
+            assert_eq!(got, want, "{params:?}");
+        }
     }
 
     #[test]

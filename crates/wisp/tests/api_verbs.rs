@@ -572,6 +572,6 @@ fn watches_end_with_a_bookmark_and_refuse_initial_events() {
     assert_eq!(code, 422, "{status}");
     assert_eq!(
         status["message"],
-        "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled"
+        "ListOptions.meta.k8s.io \"\" is invalid: [resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan, sendInitialEvents: Forbidden: sendInitialEvents is forbidden for watch unless the WatchList feature gate is enabled]"
     );
 }
