@@ -1019,6 +1019,21 @@ async fn delete_options(st: &ApiState, req: &WriteReq, body: Body) -> Result<Del
         .as_str()
         .map(String::from)
         .or_else(|| req.q.get("propagationPolicy").cloned());
+    let orphan = from_body["orphanDependents"]
+        .as_bool()
+        .or_else(|| req.q.get("orphanDependents").map(|v| v == "true"));
+    if orphan.is_some() && policy.is_some() {
+        return Err(ApiError::new(
+            422,
+            "Invalid",
+            format!(
+                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: {:?}: orphanDependents and deletionPropagation cannot be both set",
+                policy.as_deref().unwrap_or("")
+            ),
+        ));
+    }
+    // The deprecated orphanDependents=true is the Orphan policy.
+    let policy = policy.or_else(|| (orphan == Some(true)).then(|| "Orphan".to_string()));
     match policy.as_deref() {
         // wisp deletes an object's dependents (by ownerReferences) with it, in the same
         // commit: both Background and Foreground end in that state.

@@ -248,6 +248,15 @@ fn bad_requests_get_kube_apiservers_status() {
             "Invalid",
             "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Sideways\"",
         ),
+        (
+            "DELETE",
+            format!("{a}?orphanDependents=true"),
+            "",
+            String::new(),
+            422,
+            "Invalid",
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"Orphan\"",
+        ),
         // Paths and verbs.
         (
             "GET",
