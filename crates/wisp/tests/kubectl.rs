@@ -548,6 +548,20 @@ fn kubectl_writes_knative_services() {
     );
     let (same, out, err) = k.run(&["diff", "-f", f]);
     assert!(same, "{out}{err}");
+    // Moving from client-side to server-side apply: the containers list is atomic (no
+    // list-type in Knative's CRD) and was defaulted by Knative's webhook under the
+    // client-side manager, so the applied (undefaulted) list conflicts — as against a
+    // cluster; forced, the server-side manager takes it.
+    let (ok, _, err) = k.run(&["apply", V, "--server-side", "-f", f]);
+    assert!(!ok);
+    assert!(
+        err.contains("Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using serving.knative.dev/v1: .spec.template.spec.containers"),
+        "{err}"
+    );
+    assert_eq!(
+        k.ok(&["apply", V, "--server-side", "--force-conflicts", "-f", f]),
+        format!("{svc} serverside-applied\n")
+    );
 
     // Patches.
     assert_eq!(
