@@ -571,6 +571,34 @@ fn watches_end_with_a_bookmark_and_refuse_initial_events() {
         .unwrap();
     assert!(rv >= 1, "{last}");
 
+    // A field selector filters a watch too (`kubectl get ksvc w1 -w` sends one).
+    assert_eq!(call(&s, "POST", SVCS, JSON, &svc("w2", "")).0, 201);
+    let (_, body, _) = call(
+        &s,
+        "GET",
+        &format!("{SVCS}?watch=true&fieldSelector=metadata.name%3Dw2&timeoutSeconds=1"),
+        "",
+        "",
+    );
+    let text = match body {
+        Value::String(t) => t,
+        v => format!("{v}\n"),
+    };
+    let names: Vec<String> = text
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|e| {
+            e["object"]["metadata"]["name"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert!(
+        !names.is_empty() && names.iter().all(|n| n == "w2"),
+        "{text}"
+    );
+
     let (code, status, _) = call(
         &s,
         "GET",
