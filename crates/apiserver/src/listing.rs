@@ -252,7 +252,8 @@ mod tests {
 
     #[test]
     fn watch_options_fail_as_kube_without_watch_list() {
-        let cases: [(&[(&str, &str)], Option<&str>); 4] = [
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>);
+        let cases: [Case; 4] = [
             (&[], None),
             (
                 &[("resourceVersionMatch", "NotOlderThan")],
