@@ -98,19 +98,19 @@ pub async fn delete_namespace(
 pub async fn replace_namespace_status(
     State(st): State<ApiState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
-    handlers::replace_status_in(st, namespace_kind(), String::new(), name, headers, body).await
+    handlers::replace_status_in(st, namespace_kind(), String::new(), name, req, body).await
 }
 
 pub async fn patch_namespace_status(
     State(st): State<ApiState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
-    handlers::patch_status_in(st, namespace_kind(), String::new(), name, headers, body).await
+    handlers::patch_status_in(st, namespace_kind(), String::new(), name, req, body).await
 }
 
 // === /api/v1/namespaces/{ns}/{plural}[/{name}] ===

@@ -787,17 +787,6 @@ async fn read_patch(
     .await
 }
 
-async fn patch_body(st: &ApiState, headers: &HeaderMap, body: Body) -> Result<Value, ApiError> {
-    let ct = body::content_type(headers);
-    if !matches!(
-        ct.as_str(),
-        "application/merge-patch+json" | "application/strategic-merge-patch+json"
-    ) {
-        return Err(ApiError::unsupported_media_type(&ct));
-    }
-    decode(st, headers, body, |v, _| Ok(v)).await
-}
-
 /// Read-admit-write with compare-and-swap. `build` turns the stored object into the object
 /// to write; when it carries no resourceVersion the stored one is used, so a concurrent
 /// write makes this attempt fail and retry against fresh state instead of overwriting it.
@@ -907,11 +896,41 @@ fn too_many_updates(res: &str, name: &str) -> ApiError {
 pub async fn replace_status(
     State(st): State<ApiState>,
     Path((g, v, ns, plural, name)): NamePath,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
-    replace_status_in(st, kind, ns, name, headers, body).await
+    replace_status_in(st, kind, ns, name, req, body).await
+}
+
+/// What a status write would store, without storing it (`dryRun=All`): the stored object
+/// with the new status, after the same resourceVersion check the store makes.
+fn dry_run_status(st: &ApiState, res: &str, new: &Value) -> Result<Value, ApiError> {
+    let ns = new["metadata"]["namespace"].as_str().unwrap_or("");
+    let name = new["metadata"]["name"].as_str().unwrap_or("");
+    let mut old = st
+        .store
+        .get(res, ns, name)?
+        .ok_or_else(|| ApiError::not_found(res, name))?;
+    let rv = new["metadata"]["resourceVersion"].as_str().unwrap_or("");
+    if !rv.is_empty() && Some(rv) != old["metadata"]["resourceVersion"].as_str() {
+        return Err(StoreError::Conflict {
+            resource: res.into(),
+            namespace: ns.into(),
+            name: name.into(),
+            reason: wisp_store::CONFLICT_MODIFIED.into(),
+        }
+        .into());
+    }
+    match new.get("status") {
+        Some(status) => old["status"] = status.clone(),
+        None => {
+            if let Some(m) = old.as_object_mut() {
+                m.remove("status");
+            }
+        }
+    }
+    Ok(old)
 }
 
 pub(crate) async fn replace_status_in(
@@ -919,12 +938,13 @@ pub(crate) async fn replace_status_in(
     kind: &'static ResourceKind,
     ns: String,
     name: String,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let opts = req.options(Verb::Update)?;
     let (obj, _) = decode_named(
         &st,
-        &headers,
+        &req.headers,
         body,
         kind,
         &ns,
@@ -935,7 +955,12 @@ pub(crate) async fn replace_status_in(
     .await?;
     let res = resource(kind);
     write(st, move |st| {
-        Ok(ok(StatusCode::OK, st.store.update_status(&res, obj)?, &[]))
+        let stored = if opts.dry_run {
+            dry_run_status(st, &res, &obj)?
+        } else {
+            st.store.update_status(&res, obj)?
+        };
+        Ok(ok(StatusCode::OK, stored, &[]))
     })
     .await
 }
@@ -943,11 +968,11 @@ pub(crate) async fn replace_status_in(
 pub async fn patch_status(
     State(st): State<ApiState>,
     Path((g, v, ns, plural, name)): NamePath,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&g, &v, &plural)?;
-    patch_status_in(st, kind, ns, name, headers, body).await
+    patch_status_in(st, kind, ns, name, req, body).await
 }
 
 pub(crate) async fn patch_status_in(
@@ -955,10 +980,21 @@ pub(crate) async fn patch_status_in(
     kind: &'static ResourceKind,
     ns: String,
     name: String,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let patch = patch_body(&st, &headers, body).await?;
+    let ct = body::content_type(&req.headers);
+    let ptype = patch::patch_type(kind, &ct)?;
+    if ptype == PatchType::Apply {
+        // Server-side apply of status is not served (docs/differences.md).
+        return Err(ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json",
+        ));
+    }
+    let opts = req.options(Verb::Patch { apply: false })?;
+    let (patch_body, _) = read_patch(&st, &req.headers, body, ptype).await?;
     let res = resource(kind);
     write(st, move |st| {
         cas_retries(
@@ -967,11 +1003,35 @@ pub(crate) async fn patch_status_in(
                     .store
                     .get(&res, &ns, &name)?
                     .ok_or_else(|| ApiError::not_found(&res, &name))?;
-                let mut merged = old.clone();
-                merge_patch(&mut merged, &patch);
+                let mut merged = match &patch_body {
+                    PatchBody::Json(bytes) => patch::apply_json_patch(&old, bytes)?,
+                    PatchBody::Merge(p) => {
+                        let mut m = old.clone();
+                        merge_patch(&mut m, p);
+                        m
+                    }
+                    PatchBody::Strategic(p) => {
+                        let mut m = old.clone();
+                        patch::apply_strategic(&mut m, p)?;
+                        m
+                    }
+                    PatchBody::Apply(_) => return Err(ApiError::internal("apply of status")),
+                };
+                if !merged.is_object() {
+                    return Err(ApiError::bad_request(
+                        "the patched object must be a JSON object",
+                    ));
+                }
                 normalize(kind, &mut merged, &ns, Some(&name))?;
                 admission::decode::<wisp_api::serving::Object<Value, Value>>(kind, &merged)?;
                 merged["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+                if opts.dry_run {
+                    return Ok(Some(ok(
+                        StatusCode::OK,
+                        dry_run_status(st, &res, &merged)?,
+                        &[],
+                    )));
+                }
                 match st.store.update_status(&res, merged) {
                     Ok(o) => Ok(Some(ok(StatusCode::OK, o, &[]))),
                     Err(StoreError::Conflict { .. }) => Ok(None),

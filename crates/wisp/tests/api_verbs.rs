@@ -99,6 +99,24 @@ fn bad_requests_get_kube_apiservers_status() {
             "UnsupportedMediaType",
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml",
         ),
+        (
+            "PATCH",
+            format!("{a}/status"),
+            SMP,
+            "{}".into(),
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json",
+        ),
+        (
+            "PATCH",
+            format!("{a}/status?fieldManager=m"),
+            APPLY,
+            "{}".into(),
+            415,
+            "UnsupportedMediaType",
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json",
+        ),
         // Malformed patches.
         (
             "PATCH",
@@ -402,6 +420,16 @@ fn dry_runs_store_nothing() {
     );
     assert_eq!(code, 200, "{obj}");
     assert_eq!(obj["metadata"]["labels"]["z"], "q");
+    // Status writes take dryRun too, and JSON patches.
+    let (code, obj, _) = call(
+        &s,
+        "PATCH",
+        &format!("{SVCS}/d/status?dryRun=All"),
+        JSONPATCH,
+        r#"[{"op":"add","path":"/status/observedGeneration","value":99}]"#,
+    );
+    assert_eq!(code, 200, "{obj}");
+    assert_eq!(obj["status"]["observedGeneration"], 99);
     let (code, _, _) = call(&s, "DELETE", &path, "", "");
     assert_eq!(code, 200);
     // (The controller writes status meanwhile: only what the dry runs touched is compared.)
@@ -410,6 +438,7 @@ fn dry_runs_store_nothing() {
         assert_eq!(now["metadata"][part], stored["metadata"][part], "{part}");
     }
     assert_eq!(now["spec"], stored["spec"]);
+    assert_ne!(now["status"]["observedGeneration"], 99);
 }
 
 #[test]
