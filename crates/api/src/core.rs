@@ -37,6 +37,7 @@ pub enum ErrorType {
     Invalid,
     Forbidden,
     TooLong,
+    NotSupported,
 }
 
 impl ErrorType {
@@ -47,6 +48,7 @@ impl ErrorType {
             ErrorType::Invalid => "Invalid value",
             ErrorType::Forbidden => "Forbidden",
             ErrorType::TooLong => "Too long",
+            ErrorType::NotSupported => "Unsupported value",
         }
     }
 
@@ -57,6 +59,7 @@ impl ErrorType {
             ErrorType::Invalid => "FieldValueInvalid",
             ErrorType::Forbidden => "FieldValueForbidden",
             ErrorType::TooLong => "FieldValueTooLong",
+            ErrorType::NotSupported => "FieldValueNotSupported",
         }
     }
 }
@@ -92,7 +95,7 @@ impl FieldErr {
     /// `ErrorBody()`: the message without the field path (a `StatusCause`'s message).
     pub fn body(&self) -> String {
         let mut s = self.type_.as_str().to_string();
-        if self.type_ == ErrorType::Invalid {
+        if matches!(self.type_, ErrorType::Invalid | ErrorType::NotSupported) {
             s = format!("{s}: {}", self.value);
         }
         if !self.detail.is_empty() {

@@ -235,3 +235,24 @@ impl<S, T> HasMeta for Object<S, T> {
         &self.spec
     }
 }
+
+/// `value` decoded as the kind's typed object and serialized back: what the kind keeps of
+/// a body ([`crate::fields::unknown_fields`] compares the two). None when it does not
+/// decode (admission answers that with the decode error).
+pub fn typed_roundtrip(kind: &ResourceKind, value: &Value) -> Option<Value> {
+    fn rt<T: Serialize + DeserializeOwned>(v: &Value) -> Option<Value> {
+        let t: T = serde_json::from_value(v.clone()).ok()?;
+        serde_json::to_value(t).ok()
+    }
+    use wisp_api::serving::{Configuration, Revision, Route};
+    match kind.kind {
+        "Service" => rt::<Service>(value),
+        "Configuration" => rt::<Configuration>(value),
+        "Route" => rt::<Route>(value),
+        "Revision" => rt::<Revision>(value),
+        "Namespace" => rt::<core::Namespace>(value),
+        "Secret" => rt::<core::Secret>(value),
+        "ConfigMap" => rt::<core::ConfigMap>(value),
+        _ => rt::<Object<Value, Value>>(value),
+    }
+}

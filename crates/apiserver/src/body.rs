@@ -369,3 +369,15 @@ mod tests {
         assert_eq!(v["spec"]["template"]["metadata"]["labels"]["app"], "a");
     }
 }
+
+#[cfg(test)]
+mod duplicate_yaml {
+    use super::*;
+
+    /// docs/differences.md says a YAML body that repeats a key is refused by the decoder.
+    #[test]
+    fn repeated_yaml_keys_are_refused() {
+        let err = parse_as("application/yaml", b"a: 1\na: 2\n").unwrap_err();
+        assert_eq!(err.status.code, 400, "{}", err.status.message);
+    }
+}

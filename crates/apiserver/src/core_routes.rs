@@ -14,7 +14,7 @@ use axum::{
 };
 use wisp_api::kinds::{self, ResourceKind};
 
-use crate::{ApiState, error::ApiError, handlers};
+use crate::{ApiState, error::ApiError, handlers, params::WriteReq};
 
 type Params = Query<HashMap<String, String>>;
 
@@ -53,10 +53,10 @@ pub async fn list_namespaces(
 
 pub async fn create_namespace(
     State(st): State<ApiState>,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
-    handlers::create_in(st, namespace_kind(), String::new(), headers, body).await
+    handlers::create_in(st, namespace_kind(), String::new(), req, body).await
 }
 
 pub async fn get_namespace(
@@ -71,44 +71,46 @@ pub async fn get_namespace(
 pub async fn replace_namespace(
     State(st): State<ApiState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
-    handlers::replace_in(st, namespace_kind(), String::new(), name, headers, body).await
+    handlers::replace_in(st, namespace_kind(), String::new(), name, req, body).await
 }
 
 pub async fn patch_namespace(
     State(st): State<ApiState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
-    handlers::patch_in(st, namespace_kind(), String::new(), name, headers, body).await
+    handlers::patch_in(st, namespace_kind(), String::new(), name, req, body).await
 }
 
 pub async fn delete_namespace(
     State(st): State<ApiState>,
     Path(name): Path<String>,
+    req: WriteReq,
+    body: Body,
 ) -> Result<Response, ApiError> {
-    handlers::delete_in(st, namespace_kind(), String::new(), name).await
+    handlers::delete_in(st, namespace_kind(), String::new(), name, req, body).await
 }
 
 pub async fn replace_namespace_status(
     State(st): State<ApiState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
-    handlers::replace_status_in(st, namespace_kind(), String::new(), name, headers, body).await
+    handlers::replace_status_in(st, namespace_kind(), String::new(), name, req, body).await
 }
 
 pub async fn patch_namespace_status(
     State(st): State<ApiState>,
     Path(name): Path<String>,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
-    handlers::patch_status_in(st, namespace_kind(), String::new(), name, headers, body).await
+    handlers::patch_status_in(st, namespace_kind(), String::new(), name, req, body).await
 }
 
 // === /api/v1/namespaces/{ns}/{plural}[/{name}] ===
@@ -126,11 +128,21 @@ pub async fn list(
 pub async fn create(
     State(st): State<ApiState>,
     Path((ns, plural)): Path<(String, String)>,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&plural, true)?;
-    handlers::create_in(st, kind, ns, headers, body).await
+    handlers::create_in(st, kind, ns, req, body).await
+}
+
+pub async fn delete_collection(
+    State(st): State<ApiState>,
+    Path((ns, plural)): Path<(String, String)>,
+    req: WriteReq,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let kind = resolve(&plural, true)?;
+    handlers::delete_collection_in(st, kind, Some(ns), req, body).await
 }
 
 pub async fn get(
@@ -146,27 +158,29 @@ pub async fn get(
 pub async fn replace(
     State(st): State<ApiState>,
     Path((ns, plural, name)): Path<(String, String, String)>,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&plural, true)?;
-    handlers::replace_in(st, kind, ns, name, headers, body).await
+    handlers::replace_in(st, kind, ns, name, req, body).await
 }
 
 pub async fn patch(
     State(st): State<ApiState>,
     Path((ns, plural, name)): Path<(String, String, String)>,
-    headers: HeaderMap,
+    req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&plural, true)?;
-    handlers::patch_in(st, kind, ns, name, headers, body).await
+    handlers::patch_in(st, kind, ns, name, req, body).await
 }
 
 pub async fn delete(
     State(st): State<ApiState>,
     Path((ns, plural, name)): Path<(String, String, String)>,
+    req: WriteReq,
+    body: Body,
 ) -> Result<Response, ApiError> {
     let kind = resolve(&plural, true)?;
-    handlers::delete_in(st, kind, ns, name).await
+    handlers::delete_in(st, kind, ns, name, req, body).await
 }

@@ -20,11 +20,26 @@ use crate::{
     negotiate::{self, DiscoveryForm},
 };
 
-/// The verbs every served kind supports, in the order kube lists a CRD's verbs (without
-/// `deletecollection`, which wisp does not serve).
+/// The verbs every served kind supports, in the order kube lists a CRD's verbs.
 pub const VERBS: &[&str] = &[
-    "delete", "get", "list", "patch", "create", "update", "watch",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "create",
+    "update",
+    "watch",
 ];
+
+/// A kind's verbs: Namespaces have no deletecollection, in kube-apiserver as here.
+fn verbs(k: &ResourceKind) -> Vec<&'static str> {
+    VERBS
+        .iter()
+        .copied()
+        .filter(|v| !(k.kind == "Namespace" && *v == "deletecollection"))
+        .collect()
+}
 
 /// The verbs of the `status` subresource.
 pub const STATUS_VERBS: &[&str] = &["get", "patch", "update"];
@@ -131,7 +146,7 @@ fn resource_entries(kinds: impl Iterator<Item = &'static ResourceKind>) -> Vec<V
             "singularName": k.singular,
             "namespaced": k.namespaced,
             "kind": k.kind,
-            "verbs": VERBS,
+            "verbs": verbs(k),
             "shortNames": k.short_names,
             "categories": k.categories,
         }));
@@ -188,7 +203,7 @@ fn resource_discovery(k: &ResourceKind) -> Value {
         "responseKind": gvk(k.group, k.version, k.kind),
         "scope": if k.namespaced { "Namespaced" } else { "Cluster" },
         "singularResource": k.singular,
-        "verbs": VERBS,
+        "verbs": verbs(k),
         "shortNames": k.short_names,
         "categories": k.categories,
         "subresources": if k.status_subresource {

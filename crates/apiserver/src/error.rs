@@ -29,7 +29,19 @@ impl ApiError {
     }
 
     pub fn not_found(resource: &str, name: &str) -> Self {
-        Self::new(404, "NotFound", format!("{resource} {name:?} not found"))
+        Self::new(404, "NotFound", format!("{resource} {name:?} not found")).about(resource, name)
+    }
+
+    /// kube's `StatusDetails` of an error about one object: `name`, and the `group` and
+    /// `kind` (the plural) of its qualified resource (`services.serving.knative.dev`).
+    pub fn about(mut self, resource: &str, name: &str) -> Self {
+        let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
+        let mut details = serde_json::json!({"name": name, "kind": plural});
+        if !group.is_empty() {
+            details["group"] = group.into();
+        }
+        self.status.details = Some(details);
+        self
     }
 
     pub fn unauthorized() -> Self {
@@ -128,9 +140,15 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         let msg = e.to_string();
         match e {
-            StoreError::NotFound { .. } => ApiError::new(404, "NotFound", msg),
-            StoreError::AlreadyExists { .. } => ApiError::new(409, "AlreadyExists", msg),
-            StoreError::Conflict { .. } => ApiError::new(409, "Conflict", msg),
+            StoreError::NotFound { resource, name, .. } => {
+                ApiError::new(404, "NotFound", msg).about(&resource, &name)
+            }
+            StoreError::AlreadyExists { resource, name, .. } => {
+                ApiError::new(409, "AlreadyExists", msg).about(&resource, &name)
+            }
+            StoreError::Conflict { resource, name, .. } => {
+                ApiError::new(409, "Conflict", msg).about(&resource, &name)
+            }
             StoreError::Gone { .. } => ApiError::new(410, "Expired", msg),
             StoreError::Invalid(_) => ApiError::bad_request(msg),
             // Named, not `_`: a new store error must choose its status here.

@@ -18,13 +18,18 @@ mod core_routes;
 pub mod cpu;
 pub mod discovery;
 pub mod error;
+pub mod fields;
 mod handlers;
 pub mod inflight;
 pub mod jsonpath;
+pub mod listing;
 mod logs;
+pub mod managed;
 pub mod namespaces;
 pub mod negotiate;
 mod openapi;
+pub mod params;
+pub mod patch;
 pub mod protobuf;
 pub mod table;
 mod watch;
@@ -110,7 +115,9 @@ pub fn router(state: ApiState) -> Router {
         )
         .route(
             "/api/v1/namespaces/{ns}/{plural}",
-            get(core_routes::list).post(core_routes::create),
+            get(core_routes::list)
+                .post(core_routes::create)
+                .delete(core_routes::delete_collection),
         )
         .route(
             "/api/v1/namespaces/{ns}/{plural}/{name}",
@@ -133,7 +140,9 @@ pub fn router(state: ApiState) -> Router {
         .route("/apis/{group}/{version}/{plural}", get(handlers::list_all))
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}",
-            get(handlers::list).post(handlers::create),
+            get(handlers::list)
+                .post(handlers::create)
+                .delete(handlers::delete_collection),
         )
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}",

@@ -19,12 +19,15 @@ use wisp_store::{LabelSelector, RawEvent, Start, Watch, WatchBatch, WatchSpec};
 use crate::{
     ApiState,
     error::ApiError,
-    handlers::resource,
+    handlers::{FieldSelector, resource},
     table::{Include, Layout},
 };
 
 /// Events fetched from the store per round trip.
 const BATCH: usize = 256;
+
+/// How often a watch that allows bookmarks gets one (kube's cacher `bookmarkFrequency`).
+const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 
 struct WatchState {
     watch: Watch<RawEvent>,
@@ -33,6 +36,23 @@ struct WatchState {
     stopping: tokio::sync::watch::Receiver<bool>,
     done: bool,
     table: Option<TableWatch>,
+    fields: FieldSelector,
+    /// `allowWatchBookmarks`: the kind's (apiVersion, kind), for the BOOKMARK objects.
+    bookmarks: Option<(String, &'static str)>,
+    next_bookmark: tokio::time::Instant,
+}
+
+/// A BOOKMARK event: an object of the kind carrying only the resourceVersion the watch
+/// has seen everything up to (k8s.io/apiserver/pkg/storage/cacher `cacheWatcher`).
+fn bookmark(api_version: &str, kind: &str, rv: u64) -> bytes::Bytes {
+    line(
+        "BOOKMARK",
+        &serde_json::json!({
+            "kind": kind,
+            "apiVersion": api_version,
+            "metadata": {"resourceVersion": rv.to_string(), "creationTimestamp": null},
+        }),
+    )
 }
 
 /// A watch that answers Tables (`kubectl get -w`): each event's object is a Table of that
@@ -107,22 +127,39 @@ fn lines(events: Vec<RawEvent>) -> impl Iterator<Item = bytes::Bytes> {
 
 /// Starts a watch from `from` (exclusive), or — when `from` is None — with synthetic ADDED
 /// events for every current object followed by every later change. A `from` already
-/// compacted away is answered with 410 up front.
+/// compacted away is answered as kube-apiserver's watch cache answers it: 200 and one
+/// `ERROR` event carrying the 410 `Expired` Status (`newErrWatcher` in
+/// k8s.io/apiserver/pkg/storage/cacher), then the end of the stream.
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     st: ApiState,
     kind: &'static ResourceKind,
     ns: Option<String>,
     selector: Option<LabelSelector>,
+    fields: FieldSelector,
     from: Option<u64>,
     timeout_secs: Option<u64>,
     table: Option<TableWatch>,
+    bookmarks: bool,
 ) -> Result<Response, ApiError> {
     let spec = WatchSpec::new([resource(kind)])
         .namespace(ns)
         .selector(selector)
         .start(from.map_or(Start::List, Start::From))
         .batch(BATCH);
-    let watch = st.store.watch(spec).await?;
+    let watch = match st.store.watch(spec).await {
+        Ok(w) => w,
+        Err(e @ wisp_store::StoreError::Gone { .. }) => {
+            let status = ApiError::from(e).status;
+            let body = line("ERROR", &serde_json::to_value(status).unwrap_or_default());
+            return Ok(Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(Body::from(body))
+                .expect("static response parts"));
+        }
+        Err(e) => return Err(e.into()),
+    };
     let state = WatchState {
         watch,
         pending: VecDeque::new(),
@@ -130,6 +167,9 @@ pub async fn serve(
         stopping: st.stopping.clone(),
         done: false,
         table,
+        fields,
+        bookmarks: bookmarks.then(|| (kind.api_version(), kind.kind)),
+        next_bookmark: tokio::time::Instant::now() + BOOKMARK_EVERY,
     };
     let stream = futures_util::stream::unfold(state, next_chunk);
     Ok(Response::builder()
@@ -156,11 +196,35 @@ async fn next_chunk(
         let until = s.deadline.unwrap_or(far);
         let batch = tokio::select! {
             b = s.watch.next() => b,
-            _ = tokio::time::sleep_until(until) => return None,
+            _ = tokio::time::sleep_until(until) => {
+                // The cacher's last bookmark goes out as the watch's time runs out, so the
+                // client resumes from where it got to.
+                if let Some((av, kind)) = &s.bookmarks {
+                    s.pending.push_back(bookmark(av, kind, s.watch.position()));
+                    s.done = true;
+                    continue;
+                }
+                return None;
+            }
+            _ = tokio::time::sleep_until(s.next_bookmark), if s.bookmarks.is_some() => {
+                if let Some((av, kind)) = &s.bookmarks {
+                    s.pending.push_back(bookmark(av, kind, s.watch.position()));
+                }
+                s.next_bookmark += BOOKMARK_EVERY;
+                continue;
+            }
             _ = s.stopping.wait_for(|stop| *stop) => return None,
         };
         match batch {
-            Ok(WatchBatch::Listed { events, .. } | WatchBatch::Changed(events)) => {
+            Ok(WatchBatch::Listed { mut events, .. } | WatchBatch::Changed(mut events)) => {
+                if !s.fields.is_empty() {
+                    // The store watches by label only; the few fields a selector may
+                    // name are checked here, on the event's object.
+                    events.retain(|ev| {
+                        serde_json::from_str::<Value>(&ev.object)
+                            .is_ok_and(|o| s.fields.matches(&o))
+                    });
+                }
                 match &mut s.table {
                     Some(t) => s.pending.extend(events.iter().map(|ev| t.line(ev))),
                     None => s.pending.extend(lines(events)),

@@ -138,7 +138,7 @@ fn discovery_documents() {
             "singularName": "service",
             "namespaced": true,
             "kind": "Service",
-            "verbs": ["delete", "get", "list", "patch", "create", "update", "watch"],
+            "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
             "shortNames": ["kservice", "ksvc"],
             "categories": ["all", "knative", "serving"],
         })
@@ -167,7 +167,7 @@ fn discovery_documents() {
             "responseKind": {"group": "serving.knative.dev", "version": "v1", "kind": "Service"},
             "scope": "Namespaced",
             "singularResource": "service",
-            "verbs": ["delete", "get", "list", "patch", "create", "update", "watch"],
+            "verbs": ["delete", "deletecollection", "get", "list", "patch", "create", "update", "watch"],
             "shortNames": ["kservice", "ksvc"],
             "categories": ["all", "knative", "serving"],
             "subresources": [{
