@@ -22,7 +22,7 @@ log: {level: error}
 storage: {filesystem: {rootdirectory: $work/registry}}
 http: {addr: 127.0.0.1:$port}
 EOF
-docker-registry serve "$work/registry.yml" 2>"$work/registry.log" &
+docker-registry serve "$work/registry.yml" >"$work/registry.log" 2>&1 &
 for _ in $(seq 100); do (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null && break; sleep 0.05; done
 
 "$wisp" image pack --data-dir "$work/pack" --binary "$bin/hello" --tag hello:1 --env HOST=0.0.0.0 >/dev/null
