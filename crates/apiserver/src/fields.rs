@@ -13,24 +13,8 @@ use serde_json::Value;
 
 use crate::{error::ApiError, params::FieldValidation};
 
-/// `metav1.ObjectMeta`'s JSON fields (`k8s.io/apimachinery/pkg/apis/meta/v1/types.go`).
-const OBJECT_META: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
+/// `metav1.ObjectMeta`'s JSON fields: one list, the store's.
+use wisp_store::OBJECT_META_FIELDS as OBJECT_META;
 
 /// The paths of `input` that `kept` (the typed object serialized back) lost. A key whose
 /// value is empty (`null`, `""`, `0`, `false`, `{}`, `[]`) is not reported: the typed

@@ -27,6 +27,7 @@ mod watch;
 pub use batcher::{BatchError, Batcher};
 pub use error::{CONFLICT_MODIFIED, StoreError};
 pub use event::{EventType, RawEvent, WatchEvent};
+pub use object::OBJECT_META_FIELDS;
 pub use selector::LabelSelector;
 pub use store::{DEFAULT_EVENT_HISTORY, Durability, Options, Store};
 pub use watch::{

@@ -13,12 +13,15 @@ const GENERATED_SUFFIX_LEN: usize = 5;
 /// Kubernetes truncates the `generateName` prefix so that prefix + suffix fits in 63 characters.
 const MAX_GENERATE_NAME_PREFIX: usize = 63 - GENERATED_SUFFIX_LEN;
 
-/// `metadata` keys in the order of Kubernetes' `ObjectMeta`, so stored objects print the way
-/// kubectl users expect no matter where the server inserted a field.
-const METADATA_ORDER: &[&str] = &[
+/// `metav1.ObjectMeta`'s JSON fields, in its order (`k8s.io/apimachinery/pkg/apis/meta/v1/
+/// types.go`): stored objects print their `metadata` the way kubectl users expect no matter
+/// where the server inserted a field, and the API server tells known metadata fields from
+/// unknown ones by it (`fieldValidation`).
+pub const OBJECT_META_FIELDS: &[&str] = &[
     "name",
     "generateName",
     "namespace",
+    "selfLink",
     "uid",
     "resourceVersion",
     "generation",
@@ -29,6 +32,7 @@ const METADATA_ORDER: &[&str] = &[
     "annotations",
     "ownerReferences",
     "finalizers",
+    "managedFields",
 ];
 
 pub(crate) fn metadata(obj: &Value) -> Option<&Map<String, Value>> {
@@ -164,7 +168,7 @@ pub(crate) fn copy_top_field(dst: &mut Value, src: &Value, key: &str) {
 /// after the known ones. Purely cosmetic (JSON maps compare order-insensitively).
 pub(crate) fn canonicalize_metadata(meta: &mut Map<String, Value>) {
     let mut rest = std::mem::take(meta);
-    for key in METADATA_ORDER {
+    for key in OBJECT_META_FIELDS {
         if let Some(v) = rest.shift_remove(*key) {
             meta.insert((*key).to_owned(), v);
         }
