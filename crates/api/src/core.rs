@@ -446,6 +446,21 @@ impl Secret {
     pub fn value(&self, key: &str) -> Option<&[u8]> {
         self.data.get(key).map(|b| b.0.as_slice())
     }
+
+    /// The Docker config a registry-credentials Secret holds (an `imagePullSecrets` entry).
+    pub fn docker_config(&self) -> Option<&[u8]> {
+        docker_config_key(&self.type_).and_then(|k| self.value(k))
+    }
+}
+
+/// The key holding the Docker config in a Secret of this type, if the type carries registry
+/// credentials (`pkg/apis/core/types.go`: `SecretTypeDockerConfigJson`, `SecretTypeDockercfg`).
+pub fn docker_config_key(secret_type: &str) -> Option<&'static str> {
+    match secret_type {
+        "kubernetes.io/dockerconfigjson" => Some(".dockerconfigjson"),
+        "kubernetes.io/dockercfg" => Some(".dockercfg"),
+        _ => None,
+    }
 }
 
 /// What a write does to a Secret before validation: `stringData` is merged over `data` and
@@ -520,6 +535,9 @@ pub fn validate_secret(secret: &Secret, old: Option<&Secret>) -> Vec<FieldErr> {
             }
         }
     };
+    if let Some(key) = docker_config_key(&secret.type_) {
+        json_key(&mut errs, key);
+    }
     match secret.type_.as_str() {
         "kubernetes.io/service-account-token" => {
             let key = "kubernetes.io/service-account.name";
@@ -536,8 +554,6 @@ pub fn validate_secret(secret: &Secret, old: Option<&Secret>) -> Vec<FieldErr> {
                 ));
             }
         }
-        "kubernetes.io/dockercfg" => json_key(&mut errs, ".dockercfg"),
-        "kubernetes.io/dockerconfigjson" => json_key(&mut errs, ".dockerconfigjson"),
         // Either may be empty, but one must be present.
         "kubernetes.io/basic-auth"
             if secret.value("username").is_none() && secret.value("password").is_none() =>

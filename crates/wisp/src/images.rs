@@ -6,7 +6,7 @@
 //! (`ErrImagePull`, `InvalidImageName`, …; kubelet's `pkg/kubelet/images/types.go`), which the
 //! revision then reports.
 
-use std::{collections::HashSet, future::Future, pin::Pin, sync::Arc, time::Duration};
+use std::{collections::HashSet, future::Future, pin::Pin, sync::Arc};
 
 use wisp_controller::revision::digest::{BoxFuture, DigestResolver, ResolveOptions};
 use wisp_image::{Credentials, ErrorKind, Limits, RegistryOptions, Store};
@@ -32,13 +32,6 @@ impl std::fmt::Debug for Images {
             .finish_non_exhaustive()
     }
 }
-
-/// The Secret types that hold registry credentials, and the key of each
-/// (`pkg/apis/core/types.go`: `SecretTypeDockerConfigJson`, `SecretTypeDockercfg`).
-const PULL_SECRET_KEYS: [(&str, &str); 2] = [
-    ("kubernetes.io/dockerconfigjson", ".dockerconfigjson"),
-    ("kubernetes.io/dockercfg", ".dockercfg"),
-];
 
 impl Images {
     pub fn new(store: Store, registry: RegistryOptions, objects: Arc<dyn ObjectSource>) -> Self {
@@ -78,11 +71,7 @@ impl Images {
                     continue;
                 }
             };
-            let Some(config) = PULL_SECRET_KEYS
-                .iter()
-                .find(|(t, _)| secret.type_ == *t)
-                .and_then(|(_, key)| secret.value(key))
-            else {
+            let Some(config) = secret.docker_config() else {
                 continue;
             };
             match wisp_image::auth::lookup(config, r.registry()) {
@@ -173,17 +162,12 @@ impl DigestResolver for Images {
             if parsed.digest().is_none() && skip.contains(parsed.registry()) {
                 return Ok(String::new());
             }
-            let timeout = if opts.timeout.is_zero() {
-                Duration::from_secs(10)
-            } else {
-                opts.timeout
-            };
             let pull = PullSecrets {
                 namespace: opts.namespace.clone(),
                 names: opts.image_pull_secrets.clone(),
             };
             let registry = self.options_for(image, &pull);
-            wisp_image::registry::resolve(&self.store, image, &skip, timeout, &registry)
+            wisp_image::registry::resolve(&self.store, image, &skip, opts.timeout, &registry)
                 .await
                 .map_err(|e| e.to_string())
         })

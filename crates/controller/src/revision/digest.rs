@@ -74,7 +74,7 @@ pub type Enqueue = Arc<dyn Fn(&RevisionKey) + Send + Sync>;
 
 /// One revision's resolution in flight or done.
 #[derive(Default)]
-struct Result_ {
+struct Resolving {
     /// Image → digest, as each finishes.
     resolved: HashMap<String, String>,
     /// The distinct images to resolve.
@@ -82,7 +82,7 @@ struct Result_ {
     err: Option<String>,
 }
 
-impl Result_ {
+impl Resolving {
     fn ready(&self) -> bool {
         self.err.is_some() || self.resolved.len() == self.wanted.len()
     }
@@ -93,7 +93,7 @@ impl Result_ {
 pub struct BackgroundResolver {
     resolver: Arc<dyn DigestResolver>,
     enqueue: Enqueue,
-    results: Arc<Mutex<HashMap<RevisionKey, Result_>>>,
+    results: Arc<Mutex<HashMap<RevisionKey, Resolving>>>,
     permits: Arc<tokio::sync::Semaphore>,
     runtime: tokio::runtime::Handle,
 }
@@ -142,9 +142,9 @@ impl BackgroundResolver {
             let images: Vec<String> = wanted.iter().cloned().collect();
             results.insert(
                 key.clone(),
-                Result_ {
+                Resolving {
                     wanted,
-                    ..Result_::default()
+                    ..Resolving::default()
                 },
             );
             drop(results);
