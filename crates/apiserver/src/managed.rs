@@ -155,7 +155,11 @@ pub fn decode(fields: &Value) -> FieldSet {
         }
         for (k, c) in m {
             if k == "." {
-                out.insert(path.clone());
+                // `.` marks the enclosing field itself; the root is not a field, so a
+                // `.` there names nothing (and `encode` could not write it back).
+                if !path.is_empty() {
+                    out.insert(path.clone());
+                }
                 continue;
             }
             path.push(k.strip_prefix("f:").unwrap_or(k).to_string());
@@ -399,6 +403,10 @@ mod tests {
         let with_dot: FieldSet = [p("a"), p("a.b")].into_iter().collect();
         assert_eq!(encode(&with_dot), json!({"f:a": {".": {}, "f:b": {}}}));
         assert_eq!(decode(&encode(&with_dot)), with_dot);
+        // A `.` at the root names no field (found by the api_patch fuzz target).
+        let root_dot = json!({".": {"labels": {"$patch": "delete"}}});
+        assert_eq!(decode(&root_dot), FieldSet::new());
+        assert_eq!(decode(&encode(&decode(&root_dot))), decode(&root_dot));
     }
 
     #[test]
