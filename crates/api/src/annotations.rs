@@ -122,6 +122,23 @@ pub mod serving {
     /// How long a revision may take to reach its initial scale.
     pub const PROGRESS_DEADLINE: Key = Key(&["serving.knative.dev/progress-deadline"]);
 
+    /// The queue-proxy's share of the user container's resources, in percent (deprecated by
+    /// Knative in favour of the per-resource keys below).
+    pub const QUEUE_RESOURCE_PERCENTAGE: Key = Key(&[
+        "queue.sidecar.serving.knative.dev/resource-percentage",
+        "queue.sidecar.serving.knative.dev/resourcePercentage",
+    ]);
+    /// The queue-proxy's own requests and limits, each a Kubernetes quantity
+    /// (`pkg/apis/serving/register.go` `QueueSidecar*ResourceRequestAnnotation` …).
+    pub const QUEUE_RESOURCES: [Key; 6] = [
+        Key(&["queue.sidecar.serving.knative.dev/cpu-resource-request"]),
+        Key(&["queue.sidecar.serving.knative.dev/cpu-resource-limit"]),
+        Key(&["queue.sidecar.serving.knative.dev/memory-resource-request"]),
+        Key(&["queue.sidecar.serving.knative.dev/memory-resource-limit"]),
+        Key(&["queue.sidecar.serving.knative.dev/ephemeral-storage-resource-request"]),
+        Key(&["queue.sidecar.serving.knative.dev/ephemeral-storage-resource-limit"]),
+    ];
+
     /// The progress deadline of a revision (or of its PodAutoscaler, which carries the same
     /// annotations): the annotation when it parses and is not 0, else `config-deployment`'s
     /// `progress-deadline`.

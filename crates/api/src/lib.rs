@@ -18,6 +18,7 @@ pub mod field_error;
 pub mod kinds;
 pub mod labels;
 pub mod meta;
+pub mod prune;
 pub mod quantity;
 pub mod routing;
 pub mod schema;

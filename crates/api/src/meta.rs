@@ -5,6 +5,28 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// `metav1.ObjectMeta`'s JSON fields, in its order (`k8s.io/apimachinery/pkg/apis/meta/v1/
+/// types.go`): stored objects print their `metadata` the way kubectl users expect no matter
+/// where the server inserted a field, and the API server tells known metadata fields from
+/// unknown ones by it (`fieldValidation`).
+pub const OBJECT_META_FIELDS: &[&str] = &[
+    "name",
+    "generateName",
+    "namespace",
+    "selfLink",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+];
+
 /// `metadata` of every object, as Kubernetes defines it.
 ///
 /// Fields wisp does not interpret (finalizers, managedFields, …) are kept in `extra` so that

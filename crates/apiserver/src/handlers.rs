@@ -390,7 +390,7 @@ pub(crate) async fn create_in(
                 meta.remove(server_owned);
             }
             obj.as_object_mut().expect("object").remove("status");
-            let field_warnings = check_fields(kind, &obj, &dups, validation)?;
+            let field_warnings = check_fields(kind, &mut obj, &dups, validation)?;
             // kube-apiserver runs NamespaceLifecycle before the validating webhooks Knative's
             // kinds are checked by (a core kind's own validation comes first, in its
             // strategy): a missing namespace is the answer even for an invalid Service.
@@ -477,12 +477,19 @@ fn dry_run_create(
 
 /// `fieldValidation` of a decoded body: unknown fields (what the kind's typed object does
 /// not keep) and duplicate ones; warnings to send, or kube's strict decoding error.
+///
+/// A Knative kind is first pruned by its CRD's structural schema, as kube-apiserver prunes
+/// it before any webhook sees it (`wisp_api::prune`): what is pruned is what is unknown.
 fn check_fields(
     kind: &ResourceKind,
-    obj: &Value,
+    obj: &mut Value,
     dups: &[String],
     validation: FieldValidation,
 ) -> Result<Vec<String>, ApiError> {
+    if let Some(mut unknown) = wisp_api::prune::prune(kind.kind, obj) {
+        unknown.sort();
+        return fields::enforce(validation, &unknown, dups);
+    }
     if validation == FieldValidation::Ignore {
         return Ok(Vec::new());
     }
@@ -553,7 +560,7 @@ async fn decode_named(
                 admission::decode::<wisp_api::serving::Object<Value, Value>>(kind, &obj)?;
                 Vec::new()
             }
-            Whole::Object => check_fields(kind, &obj, &dups, validation)?,
+            Whole::Object => check_fields(kind, &mut obj, &dups, validation)?,
         };
         Ok((obj, warnings))
     })
@@ -717,8 +724,8 @@ pub(crate) async fn patch_in(
         }
         let validation = opts.validation;
         update_with(st, kind, &ns, &name, &opts, &[], |old| {
-            let merged = build(Some(old))?;
-            if let Some(m) = &merged {
+            let mut merged = build(Some(old))?;
+            if let Some(m) = &mut merged {
                 // Unknown fields are judged on the patched object (patch.go decodes the
                 // result with the request's field validation).
                 check_fields(kind, m, &dups, validation)?;
@@ -742,7 +749,7 @@ fn apply_create(
         return Err(ApiError::internal("apply built nothing"));
     };
     let res = resource(kind);
-    let field_warnings = check_fields(kind, &obj, dups, opts.validation)?;
+    let field_warnings = check_fields(kind, &mut obj, dups, opts.validation)?;
     if let Some(m) = obj.as_object_mut() {
         m.remove("status");
     }

@@ -13,27 +13,8 @@ const GENERATED_SUFFIX_LEN: usize = 5;
 /// Kubernetes truncates the `generateName` prefix so that prefix + suffix fits in 63 characters.
 const MAX_GENERATE_NAME_PREFIX: usize = 63 - GENERATED_SUFFIX_LEN;
 
-/// `metav1.ObjectMeta`'s JSON fields, in its order (`k8s.io/apimachinery/pkg/apis/meta/v1/
-/// types.go`): stored objects print their `metadata` the way kubectl users expect no matter
-/// where the server inserted a field, and the API server tells known metadata fields from
-/// unknown ones by it (`fieldValidation`).
-pub const OBJECT_META_FIELDS: &[&str] = &[
-    "name",
-    "generateName",
-    "namespace",
-    "selfLink",
-    "uid",
-    "resourceVersion",
-    "generation",
-    "creationTimestamp",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
-    "labels",
-    "annotations",
-    "ownerReferences",
-    "finalizers",
-    "managedFields",
-];
+/// `metav1.ObjectMeta`'s JSON fields: one list, on the API types.
+pub use wisp_api::meta::OBJECT_META_FIELDS;
 
 pub(crate) fn metadata(obj: &Value) -> Option<&Map<String, Value>> {
     obj.get("metadata")?.as_object()

@@ -21,7 +21,10 @@ use crate::annotations::autoscaling::{
     PANIC_THRESHOLD, PANIC_WINDOW, RETENTION, SCALE_DOWN_DELAY, TARGET,
     TARGET_BURST_CAPACITY as TBC, TARGET_UTILIZATION, WINDOW,
 };
-use crate::annotations::serving::{PROGRESS_DEADLINE, ROLLOUT_DURATION};
+use crate::annotations::serving::{
+    PROGRESS_DEADLINE, QUEUE_RESOURCE_PERCENTAGE, QUEUE_RESOURCES, ROLLOUT_DURATION,
+};
+use crate::quantity::Quantity;
 
 use crate::autoscaling::{TARGET_MIN, WINDOW_MAX, WINDOW_MIN};
 
@@ -354,22 +357,27 @@ pub fn validate_template_networking(m: &Annotations) -> FieldError {
     errs
 }
 
-/// `queue.sidecar.serving.knative.dev/resource-percentage` (deprecated) must be 0.1..100.
+/// `pkg/apis/serving/v1/revision_validation.go` `validateQueueSidecarResourceAnnotations`:
+/// the (deprecated) resource percentage must be a float in 0.1..100, and each per-resource
+/// queue-proxy annotation must parse as a quantity (`resource.ParseQuantity`). Every bad key
+/// is reported, not only the first.
 pub fn validate_queue_sidecar(m: &Annotations) -> FieldError {
-    const KEY: &str = "queue.sidecar.serving.knative.dev/resource-percentage";
-    const LEGACY: &str = "queue.sidecar.serving.knative.dev/resourcePercentage";
-    let Some((k, v)) = m
-        .get(KEY)
-        .map(|v| (KEY, v))
-        .or_else(|| m.get(LEGACY).map(|v| (LEGACY, v)))
-    else {
-        return FieldError::none();
+    let mut errs = match QUEUE_RESOURCE_PERCENTAGE.get(m) {
+        None => FieldError::none(),
+        Some((k, v)) => match parse_float(v) {
+            None => FieldError::invalid_value(v, "").via_key(k),
+            Some(f) if !(0.1..=100.0).contains(&f) => {
+                FieldError::out_of_bounds(f, 0.1, 100, "").via_key(k)
+            }
+            Some(_) => FieldError::none(),
+        },
     };
-    match parse_float(v) {
-        None => FieldError::invalid_value(v, "").via_key(k),
-        Some(f) if !(0.1..=100.0).contains(&f) => {
-            FieldError::out_of_bounds(f, 0.1, 100, "").via_key(k)
+    for key in &QUEUE_RESOURCES {
+        if let Some((k, v)) = key.get(m)
+            && Quantity::parse(v).is_err()
+        {
+            errs = errs.also(FieldError::invalid_value(v, "").via_key(k));
         }
-        Some(_) => FieldError::none(),
     }
+    errs
 }

@@ -12,8 +12,9 @@ use crate::meta::{ObjectMeta, OwnerReference};
 use super::names::{go_list, name_is_dns1035_label};
 
 pub use crate::annotations::serving::{CREATOR, LAST_MODIFIER};
-const SERVING_PREFIX: &str = "serving.knative.dev/";
-const VISIBILITY_LABEL: &str = "networking.knative.dev/visibility";
+use crate::labels::{
+    CONFIGURATION as CONFIGURATION_LABEL, SERVICE as SERVICE_LABEL, VISIBILITY as VISIBILITY_LABEL,
+};
 
 /// Name/generateName: one is required and each must be a DNS-1035 label (a generateName
 /// may end in `-`). Like Knative, the first failure is the only one reported.
@@ -88,76 +89,41 @@ fn visibility(val: &str) -> FieldError {
     }
 }
 
-/// Service labels; paths relative to `metadata.labels`.
+// The label rules of the newest Knative (`pkg/apis/serving/v1/*_validation.go`
+// `validateLabels`): each kind checks one label and nothing else — other
+// `serving.knative.dev/*` labels are no longer refused (older releases refused any other key
+// under the prefix with `invalid key name`).
+
+/// Service labels (`service_validation.go`): only the visibility label's value is checked.
+/// Paths relative to `metadata.labels`.
 pub fn service_labels(meta: &ObjectMeta) -> FieldError {
-    let mut errs = FieldError::none();
-    for (k, v) in &meta.labels {
-        if k == VISIBILITY_LABEL {
-            errs = errs.also(visibility(v));
-        } else if k.starts_with(SERVING_PREFIX) {
-            errs = errs.also(FieldError::invalid_key_name(k, ""));
-        }
-    }
-    errs
+    meta.labels
+        .get(VISIBILITY_LABEL)
+        .map_or_else(FieldError::none, |v| visibility(v))
 }
 
-/// Configuration labels; paths relative to `metadata.labels`.
+/// A label naming a parent, if present, must be backed by an owner reference.
+fn owner_label(meta: &ObjectMeta, label: &str, kind: &str) -> FieldError {
+    meta.labels.get(label).map_or_else(FieldError::none, |v| {
+        verify_owner(v, label, kind, &meta.owner_references)
+    })
+}
+
+/// Configuration labels (`configuration_validation.go`): `serving.knative.dev/service` must
+/// name an owning Service. Paths relative to `metadata.labels`.
 pub fn configuration_labels(meta: &ObjectMeta) -> FieldError {
-    let mut errs = FieldError::none();
-    for (k, v) in &meta.labels {
-        match k.as_str() {
-            "serving.knative.dev/route"
-            | "serving.knative.dev/configurationUID"
-            | "serving.knative.dev/serviceUID" => {}
-            "serving.knative.dev/service" => {
-                errs = errs.also(verify_owner(v, k, "Service", &meta.owner_references));
-            }
-            _ if k.starts_with(SERVING_PREFIX) => {
-                errs = errs.also(FieldError::invalid_key_name(k, ""))
-            }
-            _ => {}
-        }
-    }
-    errs
+    owner_label(meta, SERVICE_LABEL, "Service")
 }
 
-/// Route labels; paths relative to `metadata.labels`.
+/// Route labels (`route_validation.go`): `serving.knative.dev/service` must name an owning
+/// Service; the visibility label is not checked on a Route. Paths relative to
+/// `metadata.labels`.
 pub fn route_labels(meta: &ObjectMeta) -> FieldError {
-    let mut errs = FieldError::none();
-    for (k, v) in &meta.labels {
-        match k.as_str() {
-            VISIBILITY_LABEL => errs = errs.also(visibility(v)),
-            "serving.knative.dev/service" => {
-                errs = errs.also(verify_owner(v, k, "Service", &meta.owner_references));
-            }
-            _ if k.starts_with(SERVING_PREFIX) => {
-                errs = errs.also(FieldError::invalid_key_name(k, ""))
-            }
-            _ => {}
-        }
-    }
-    errs
+    owner_label(meta, SERVICE_LABEL, "Service")
 }
 
-/// Revision labels; paths relative to `metadata.labels`.
+/// Revision labels (`revision_validation.go`): `serving.knative.dev/configuration` must name
+/// an owning Configuration. Paths relative to `metadata.labels`.
 pub fn revision_labels(meta: &ObjectMeta) -> FieldError {
-    let mut errs = FieldError::none();
-    for (k, v) in &meta.labels {
-        match k.as_str() {
-            "serving.knative.dev/routingState"
-            | "serving.knative.dev/route"
-            | "serving.knative.dev/service"
-            | "serving.knative.dev/configurationUID"
-            | "serving.knative.dev/serviceUID"
-            | "serving.knative.dev/configurationGeneration" => {}
-            "serving.knative.dev/configuration" => {
-                errs = errs.also(verify_owner(v, k, "Configuration", &meta.owner_references));
-            }
-            _ if k.starts_with(SERVING_PREFIX) => {
-                errs = errs.also(FieldError::invalid_key_name(k, ""))
-            }
-            _ => {}
-        }
-    }
-    errs
+    owner_label(meta, CONFIGURATION_LABEL, "Configuration")
 }

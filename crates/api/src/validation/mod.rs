@@ -16,7 +16,6 @@
 mod annotations;
 mod container;
 mod diff;
-mod image;
 mod metadata;
 pub mod names;
 mod podspec;
@@ -31,7 +30,6 @@ use crate::meta::ObjectMeta;
 use crate::serving::{Configuration, Revision, RevisionSpec, RevisionTemplateSpec, Route, Service};
 
 pub use annotations::validate_autoscaling;
-pub use image::is_valid_reference;
 
 /// Validates a Service (create: `old == None`; update: `old == Some(previous)`).
 pub fn validate_service(new: &Service, old: Option<&Service>, cfg: &Config) -> FieldError {
