@@ -133,6 +133,12 @@ pub fn default_revision_spec(
         .map(|v| v.name.as_str())
         .collect();
     let single = spec.pod.containers.len() == 1;
+    for c in &mut spec.pod.init_containers {
+        // Only the typed value changes (`{}` is what an absent one is stored as): decoding
+        // the stored object gives the same value back.
+        c.resources
+            .get_or_insert_with(ResourceRequirements::default);
+    }
     for c in &mut spec.pod.containers {
         default_resources(&mut c.resources, d);
         // The serving container (the only one, or the one with a port) must be probed for
@@ -205,6 +211,8 @@ fn default_container_names(containers: &mut [Container], taken: &BTreeSet<String
 /// `revision-{cpu,memory,ephemeral-storage}-{request,limit}`. Nothing is added when the
 /// config has no value, so the default config leaves `resources` untouched.
 fn default_resources(resources: &mut Option<ResourceRequirements>, d: &DefaultsConfig) {
+    // Go's `Resources` is a struct: a container always has one (stored as `{}`).
+    resources.get_or_insert_with(ResourceRequirements::default);
     let wanted = [
         (false, "cpu", &d.revision_cpu_request),
         (false, "memory", &d.revision_memory_request),
@@ -237,11 +245,14 @@ fn default_resources(resources: &mut Option<ResourceRequirements>, d: &DefaultsC
 }
 
 /// The serving container gets a readiness probe with a TCP handler when it has none; the
-/// port is left empty (`tcpSocket: {}`) and filled in with the container port later.
+/// port is Go's zero IntOrString (`tcpSocket: {port: 0}`), meaning the container port.
 fn default_serving_readiness_probe(c: &mut Container) {
     let p = c.readiness_probe.get_or_insert_with(Probe::default);
     if p.tcp_socket.is_none() && p.http_get.is_none() && p.exec.is_none() && p.grpc.is_none() {
-        p.tcp_socket = Some(TcpSocketAction::default());
+        p.tcp_socket = Some(TcpSocketAction {
+            port: 0.into(),
+            ..TcpSocketAction::default()
+        });
     }
 }
 
@@ -350,12 +361,14 @@ mod tests {
         to_json(&s)
     }
 
-    /// What the default config adds to a single-container spec with no other fields.
+    /// What the default config adds to a single-container spec with no other fields (and
+    /// what Go stores for zero values: `resources: {}`, a probe port of `0`).
     fn defaulted_container(extra: Value) -> Value {
         let mut c = json!({
             "name": "user-container",
             "image": "img",
-            "readinessProbe": {"tcpSocket": {}, "successThreshold": 1},
+            "resources": {},
+            "readinessProbe": {"tcpSocket": {"port": 0}, "successThreshold": 1},
         });
         for (k, v) in extra.as_object().unwrap() {
             c[k] = v.clone();
@@ -446,10 +459,10 @@ mod tests {
                     "timeoutSeconds": 300,
                     "containers": [
                         {"name": "user-container-0", "image": "a", "ports": [{"containerPort": 8080}],
-                         "readinessProbe": {"tcpSocket": {}, "successThreshold": 1}},
+                         "readinessProbe": {"tcpSocket": {"port": 0}, "successThreshold": 1}, "resources": {}},
                         // -1 is taken by the user, so the next suffix is used.
-                        {"name": "user-container-2", "image": "b"},
-                        {"name": "user-container-1", "image": "c"},
+                        {"name": "user-container-2", "image": "b", "resources": {}},
+                        {"name": "user-container-1", "image": "c", "resources": {}},
                     ],
                     "enableServiceLinks": false,
                 }),
@@ -466,8 +479,8 @@ mod tests {
                     "timeoutSeconds": 300,
                     "containers": [defaulted_container(json!({"name": "user-container-0", "image": "a"}))],
                     "initContainers": [
-                        {"name": "user-container", "image": "i"},
-                        {"name": "init-container-0", "image": "j"},
+                        {"name": "user-container", "image": "i", "resources": {}},
+                        {"name": "init-container-0", "image": "j", "resources": {}},
                     ],
                     "enableServiceLinks": false,
                 }),
@@ -480,7 +493,7 @@ mod tests {
                     "containerConcurrency": 0,
                     "timeoutSeconds": 300,
                     "containers": [defaulted_container(json!({"name": "hello", "image": "a"}))],
-                    "initContainers": [{"name": "init-container", "image": "i"}],
+                    "initContainers": [{"name": "init-container", "image": "i", "resources": {}}],
                     "enableServiceLinks": false,
                 }),
             ),
@@ -495,9 +508,10 @@ mod tests {
                     "containerConcurrency": 0,
                     "timeoutSeconds": 300,
                     "containers": [{"name": "user-container", "image": "img",
-                        "readinessProbe": {"httpGet": {"path": "/ready"}, "periodSeconds": 5,
+                        "readinessProbe": {"httpGet": {"path": "/ready", "port": 0}, "periodSeconds": 5,
                             "successThreshold": 1, "failureThreshold": 3, "timeoutSeconds": 1},
                         "livenessProbe": {"grpc": {"port": 9000, "service": ""}},
+                        "resources": {},
                     }],
                     "enableServiceLinks": false,
                 }),
@@ -659,7 +673,18 @@ mod tests {
                 }),
             ),
         ];
-        for (name, cfg, input, want) in cases {
+        for (name, cfg, input, mut want) in cases {
+            // Go never omits a container's `resources` (a struct): `{}` where a row has none.
+            for list in ["containers", "initContainers"] {
+                if let Some(cs) = want.get_mut(list).and_then(Value::as_array_mut) {
+                    for c in cs {
+                        c.as_object_mut()
+                            .expect("container")
+                            .entry("resources")
+                            .or_insert_with(|| json!({}));
+                    }
+                }
+            }
             let got = spec_defaults(&cfg, input);
             assert_eq!(
                 got,
@@ -757,7 +782,7 @@ mod tests {
             // A bare Route gets no default traffic: validation rejects it.
             (
                 json!({"metadata": {"name": "r"}, "spec": {}}),
-                json!({"metadata": {"name": "r"}, "spec": {}}),
+                json!({"metadata": {"name": "r", "creationTimestamp": null}, "spec": {}}),
             ),
             (
                 json!({"spec": {"traffic": [
@@ -765,7 +790,7 @@ mod tests {
                     {"revisionName": "c-00001", "percent": 10},
                     {"revisionName": "c-00002", "latestRevision": false},
                 ]}}),
-                json!({"metadata": {}, "spec": {"traffic": [
+                json!({"metadata": {"creationTimestamp": null}, "spec": {"traffic": [
                     {"configurationName": "c", "latestRevision": true, "percent": 90},
                     {"revisionName": "c-00001", "latestRevision": false, "percent": 10},
                     {"revisionName": "c-00002", "latestRevision": false, "percent": 0},

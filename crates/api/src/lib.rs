@@ -25,4 +25,7 @@ pub mod schema;
 pub mod serving;
 pub mod validation;
 
+#[cfg(test)]
+mod conformance;
+
 pub use field_error::FieldError;

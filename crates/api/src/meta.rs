@@ -68,7 +68,9 @@ pub struct ObjectMeta {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub generation: i64,
     #[schemars(description = "When the server created this object (RFC 3339, UTC). Read-only.")]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Go's `metav1.Time` is a struct, which `omitempty` never omits: an object without one
+    // (a revision template's metadata) is stored with `creationTimestamp: null`.
+    #[serde(default)]
     pub creation_timestamp: Option<String>,
     #[schemars(
         description = "When this object will be deleted, set by the server when a graceful deletion was requested. Read-only."

@@ -326,7 +326,7 @@ pub struct Container {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup_probe: Option<Probe>,
     #[schemars(description = "Compute resources required by this container.")]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default = "some_resources", serialize_with = "resources_or_empty")]
     pub resources: Option<ResourceRequirements>,
     #[schemars(
         description = "SecurityContext defines the security options the container should be run with."
@@ -376,6 +376,13 @@ pub struct ResourceRequirements {
     /// `claims` and anything else Knative rejects.
     #[serde(flatten)]
     pub extra: BTreeMap<String, Value>,
+}
+
+impl ResourceRequirements {
+    /// Go's zero value: nothing requested, limited or otherwise set.
+    pub fn is_empty(&self) -> bool {
+        self.limits.is_empty() && self.requests.is_empty() && self.extra.is_empty()
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -507,6 +514,42 @@ fn false_or_none(v: &Option<bool>) -> bool {
 /// An IntOrString port reference (`8080` or `"http"`); absent is `Value::Null`.
 pub type IntOrString = Value;
 
+/// Go stores an absent IntOrString that has no `omitempty` (`HTTPGetAction.Port`,
+/// `TCPSocketAction.Port`) as its zero value, the integer `0`: so does wisp (issue 17, class
+/// 22: the stored object is Go's round trip of the typed object).
+fn port_or_zero<S: serde::Serializer>(port: &IntOrString, s: S) -> Result<S::Ok, S::Error> {
+    match port {
+        Value::Null => s.serialize_i64(0),
+        other => other.serialize(s),
+    }
+}
+
+fn some_resources() -> Option<ResourceRequirements> {
+    Some(ResourceRequirements::default())
+}
+
+/// Decodes an IntOrString port without `omitempty`: absent or `null` is Go's zero, `0`.
+fn port_null_as_zero<'de, D: serde::Deserializer<'de>>(d: D) -> Result<IntOrString, D::Error> {
+    let v = Value::deserialize(d)?;
+    Ok(if v.is_null() { Value::from(0) } else { v })
+}
+
+fn zero_port() -> IntOrString {
+    Value::from(0)
+}
+
+/// `Container.Resources` is a struct in Go: `omitempty` never omits it, so an absent one is
+/// stored as `{}`.
+fn resources_or_empty<S: serde::Serializer>(
+    r: &Option<ResourceRequirements>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match r {
+        Some(r) => r.serialize(s),
+        None => ResourceRequirements::default().serialize(s),
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(description = "HTTPGetAction describes an action based on HTTP Get requests.")]
@@ -515,7 +558,11 @@ pub struct HttpGetAction {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub path: String,
     #[schemars(description = "Name or number of the port to access on the container.")]
-    #[serde(default, skip_serializing_if = "Value::is_null")]
+    #[serde(
+        default = "zero_port",
+        deserialize_with = "port_null_as_zero",
+        serialize_with = "port_or_zero"
+    )]
     #[schemars(schema_with = "crate::schema::int_or_string")]
     pub port: IntOrString,
     #[schemars(description = "Host name to connect to, defaults to the pod IP.")]
@@ -547,7 +594,11 @@ pub struct HttpHeader {
 #[schemars(description = "TCPSocketAction describes an action based on opening a socket.")]
 pub struct TcpSocketAction {
     #[schemars(description = "Number or name of the port to access on the container.")]
-    #[serde(default, skip_serializing_if = "Value::is_null")]
+    #[serde(
+        default = "zero_port",
+        deserialize_with = "port_null_as_zero",
+        serialize_with = "port_or_zero"
+    )]
     #[schemars(schema_with = "crate::schema::int_or_string")]
     pub port: IntOrString,
     #[schemars(description = "Optional: Host name to connect to, defaults to the pod IP.")]

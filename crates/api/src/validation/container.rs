@@ -121,7 +121,14 @@ pub fn validate_container(
     volumes: &BTreeMap<String, &Volume>,
     port: &ServingPort,
 ) -> FieldError {
-    if *c == Container::default() {
+    // `equality.Semantic.DeepEqual(container, corev1.Container{})`: an empty `resources` is
+    // Go's zero value too.
+    let zero_resources = c.resources.as_ref().is_none_or(|r| r.is_empty());
+    let rest = Container {
+        resources: None,
+        ..c.clone()
+    };
+    if zero_resources && rest == Container::default() {
         return FieldError::missing(&[""]);
     }
     let mut errs = FieldError::none();
