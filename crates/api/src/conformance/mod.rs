@@ -227,7 +227,7 @@ pub(crate) fn merge(a: &mut Value, b: Value) {
 /// The revision spec Knative stores for one defaulted container (`revision_defaults.go`:
 /// name `user-container`, `resources: {}`, the TCP readiness probe on the serving port,
 /// `enableServiceLinks: false` from config-defaults, timeout 300, concurrency 0), with
-/// the container's own fields merged in.
+/// the container's own fields in place of those (each replaced whole).
 pub(crate) fn defaulted_spec(container_fields: Value) -> Value {
     let mut c = json!({
         "name": "user-container",
@@ -235,7 +235,9 @@ pub(crate) fn defaulted_spec(container_fields: Value) -> Value {
         "resources": {},
         "readinessProbe": {"tcpSocket": {"port": 0}, "successThreshold": 1}
     });
-    merge(&mut c, container_fields);
+    for (k, v) in container_fields.as_object().expect("fields") {
+        c[k] = v.clone();
+    }
     json!({
         "containerConcurrency": 0,
         "timeoutSeconds": 300,
