@@ -465,23 +465,38 @@ impl Store {
             meta.insert("uid".into(), uid.clone().into());
             meta.insert("resourceVersion".into(), rv.to_string().into());
             meta.insert("generation".into(), 1.into());
-            meta.insert("creationTimestamp".into(), now.into());
+            meta.insert("creationTimestamp".into(), now.clone().into());
             meta.shift_remove("deletionTimestamp");
             object::canonicalize_metadata(meta);
             let owners = object::owner_uids(&obj);
-            // A child created after its owner was deleted (a controller that read the owner
-            // just before the cascade) would be an orphan nothing ever deletes: refuse it,
-            // in the same transaction that would have stored it.
+            // kube-apiserver stores an object whatever its owner references name; the
+            // garbage collector then deletes one none of whose owners exists (its
+            // `attemptToDeleteItem`). Both happen here in one transaction: the create
+            // answers with the object, and watchers see it ADDED then DELETED. This is also
+            // what keeps a child created just after its owner's cascade (a controller that
+            // read the owner a moment too early) from living on as an orphan.
+            let mut dangling = true;
             for owner in &owners {
-                if !tx.uid_exists(owner)? {
-                    return Err(StoreError::Invalid(format!(
-                        "metadata.ownerReferences: Invalid value: {owner:?}: the owner does not exist (it may just have been deleted)"
-                    )));
+                if tx.uid_exists(owner)? {
+                    dangling = false;
+                    break;
                 }
             }
             let json = obj.to_string();
-            tx.put(resource, &namespace, &name, &uid, rv, &obj, &json, Some(&owners))?;
+            tx.put(
+                resource,
+                &namespace,
+                &name,
+                &uid,
+                rv,
+                &obj,
+                &json,
+                Some(&owners),
+            )?;
             tx.record_event(rv, resource, &namespace, &name, EventType::Added, &json)?;
+            if !owners.is_empty() && dangling {
+                Self::delete_one(tx, resource, &namespace, &name, obj.clone(), &now)?;
+            }
             Ok(obj)
         })
     }

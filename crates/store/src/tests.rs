@@ -982,8 +982,11 @@ fn concurrent_cas_increments_lose_nothing() {
     );
 }
 
+/// Issue 17, class 8: kube-apiserver stores an object whose owners do not exist, and its
+/// garbage collector deletes it (`attemptToDeleteItem`: no owner left); one with at least
+/// one owner that exists is kept.
 #[test]
-fn children_of_a_deleted_owner_are_refused() {
+fn children_of_a_deleted_owner_are_stored_then_collected() {
     let (_dir, store) = temp_store();
     let owner = store.create(SVC, obj("default", "svc", json!({}))).unwrap();
     let owner_uid = owner["metadata"]["uid"].as_str().unwrap().to_string();
@@ -993,16 +996,25 @@ fn children_of_a_deleted_owner_are_refused() {
     store.delete(SVC, "default", "svc", None).unwrap();
     // A controller that read the owner just before it was deleted must not leave an orphan.
     let rv = store.current_revision();
-    let err = store
+    let late = store
         .create(CFG, owned("default", "late", &owner_uid))
-        .unwrap_err();
-    assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+        .unwrap();
+    assert_eq!(late["metadata"]["name"], "late");
     assert!(store.get(CFG, "default", "late").unwrap().is_none());
-    assert_eq!(
-        store.current_revision(),
-        rv,
-        "a refused create wrote nothing"
-    );
+    let events = store.events_since(rv, None, None, 10).unwrap();
+    let kinds: Vec<_> = events.iter().map(|e| e.event_type).collect();
+    assert_eq!(kinds, vec![EventType::Added, EventType::Deleted]);
+    // One live owner among dangling ones keeps the object.
+    let live = store
+        .create(SVC, obj("default", "live", json!({})))
+        .unwrap();
+    let mut two = owned("default", "two", &owner_uid);
+    two["metadata"]["ownerReferences"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"kind": "X", "name": "live", "uid": live["metadata"]["uid"]}));
+    store.create(CFG, two).unwrap();
+    assert!(store.get(CFG, "default", "two").unwrap().is_some());
 }
 
 // ------------------------------------------------------------------ selectors evaluated in SQL
