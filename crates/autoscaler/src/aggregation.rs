@@ -518,6 +518,24 @@ mod tests {
         assert_eq!(b.window_average(s(65)), 0.0);
     }
 
+    /// A worked example of Knative's `WeightedFloat64Buckets` (10 s and 3 s windows, 1 s
+    /// buckets, concurrency 1, 3, 5, 4, 6, 7, 2, 8, 10, 20 at seconds 1–10, averaged at
+    /// second 10), with the values Knative's code printed for it.
+    #[test]
+    fn weighted_average_knative_example() {
+        for (window, want) in [(10, 15.430728028666296), (3, 19.530732247258655)] {
+            let mut b = Buckets::new(s(window), Aggregation::WeightedExponential);
+            for (i, v) in [1.0, 3.0, 5.0, 4.0, 6.0, 7.0, 2.0, 8.0, 10.0, 20.0]
+                .into_iter()
+                .enumerate()
+            {
+                b.record(s(i as u64 + 1), v);
+            }
+            let got = b.window_average(s(10));
+            assert!((got - want).abs() < 1e-9, "{window}s: {got} != {want}");
+        }
+    }
+
     #[test]
     fn weighted_constant_full_window_is_nearly_the_constant() {
         let mut b = Buckets::new(s(6), Aggregation::WeightedExponential);

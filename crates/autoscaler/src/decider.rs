@@ -156,8 +156,10 @@ impl Decider {
             self.state.max_panic_pods = desired;
         }
 
-        // Scale-down-delay holds only reachable revisions (as in `autoscaler.go`); an unreachable one neither
-        // uses nor feeds the history.
+        // Scale-down-delay holds only reachable revisions (as in `autoscaler.go`; pinned by
+        // `autoscaler_test.go` `TestAutoscalerScaleDownDelayNotReachable`, where a revision
+        // made unreachable drops to 0 at once); an unreachable one neither uses nor feeds
+        // the history.
         if spec.reachable
             && let Some(window) = &mut self.delay_window
         {
@@ -633,5 +635,357 @@ mod tests {
         let dec = a.tick(s(0), 1).unwrap();
         assert_eq!(dec.desired_scale, 0);
         assert_eq!(dec.excess_burst_capacity, -1);
+    }
+
+    /// Knative's `pkg/autoscaler/scaling/autoscaler_test.go` (newest), row by row: each
+    /// scenario is the test's decider spec, the ready count at creation, and its
+    /// `expectScale` calls as (ms since start, ready pods, stable, panic, desired, EBC).
+    /// `newTestAutoscaler(target, tbc)` is target/0.75 total, panic threshold 2, rates 10,
+    /// a 60 s stable window, activator capacity 150; EBC is the test's `expectedEBC`.
+    mod knative_autoscaler_test {
+        use super::*;
+
+        const UTILIZATION: f64 = 0.75;
+
+        fn test_spec(target: f64, tbc: f64) -> DeciderSpec {
+            DeciderSpec {
+                target_value: target,
+                total_value: target / UTILIZATION,
+                target_burst_capacity: tbc,
+                panic_threshold: 2.0,
+                max_scale_up_rate: 10.0,
+                max_scale_down_rate: 10.0,
+                stable_window: s(60),
+                activator_capacity: 150.0,
+                scale_down_delay: Duration::ZERO,
+                activation_scale: 1,
+                reachable: true,
+                ..DeciderSpec::default()
+            }
+        }
+
+        /// The `TestAutoscalerScaleDownDelay*` spec: no total value or TBC (EBC 0).
+        fn delay_spec(delay: Duration, reachable: bool) -> DeciderSpec {
+            DeciderSpec {
+                target_value: 10.0,
+                total_value: 0.0,
+                target_burst_capacity: 0.0,
+                max_scale_down_rate: 10.0,
+                max_scale_up_rate: 10.0,
+                panic_threshold: 100.0,
+                scale_down_delay: delay,
+                activation_scale: 1,
+                reachable,
+                ..DeciderSpec::default()
+            }
+        }
+
+        fn ebc(target: f64, tbc: f64, conc: f64, pods: f64) -> i32 {
+            (target / UTILIZATION * pods - tbc - conc).floor() as i32
+        }
+
+        type Step = (u64, u32, f64, f64, i32, i32);
+
+        /// Start time: far enough from 0 that "5 s ago" exists.
+        const T0: u64 = 100_000;
+
+        fn run(name: &str, d: &mut Decider, steps: &[Step]) {
+            for &(ms, ready, stable, panic, want, want_ebc) in steps {
+                let got = d.decide(Duration::from_millis(T0 + ms), ready, stable, panic);
+                assert_eq!(
+                    (got.desired_scale, got.excess_burst_capacity),
+                    (want, want_ebc),
+                    "{name} at +{ms}ms"
+                );
+            }
+        }
+
+        fn new(spec: DeciderSpec, ready: u32) -> Decider {
+            Decider::starting(spec, Duration::from_millis(T0), ready)
+        }
+
+        const MIN: u64 = 60_000;
+
+        #[test]
+        fn scale_down_delay() {
+            let mut d = new(delay_spec(s(300), true), 0);
+            run(
+                "TestAutoscalerScaleDownDelay",
+                &mut d,
+                &[
+                    // simple
+                    (2_000, 0, 40.0, 40.0, 4, 0),
+                    (5 * MIN, 0, 0.0, 0.0, 4, 0),
+                    (5 * MIN + 2_000, 0, 0.0, 0.0, 0, 0),
+                    // gradual
+                    (9 * MIN, 0, 40.0, 40.0, 4, 0),
+                    (10 * MIN, 0, 30.0, 30.0, 4, 0),
+                    (11 * MIN, 0, 0.0, 0.0, 4, 0),
+                    (14 * MIN, 0, 0.0, 0.0, 3, 0),
+                    (15 * MIN, 0, 0.0, 0.0, 0, 0),
+                ],
+            );
+        }
+
+        #[test]
+        fn scale_down_delay_not_reachable() {
+            let mut d = new(delay_spec(s(300), true), 0);
+            run(
+                "TestAutoscalerScaleDownDelayNotReachable",
+                &mut d,
+                &[(2_000, 0, 40.0, 40.0, 4, 0), (MIN, 0, 0.0, 0.0, 4, 0)],
+            );
+            d.update(delay_spec(s(300), false));
+            run(
+                "TestAutoscalerScaleDownDelayNotReachable",
+                &mut d,
+                &[(2_000, 0, 0.0, 0.0, 0, 0)],
+            );
+        }
+
+        #[test]
+        fn scale_down_delay_zero() {
+            let mut d = new(delay_spec(Duration::ZERO, false), 0);
+            run(
+                "TestAutoscalerScaleDownDelayZero",
+                &mut d,
+                &[(0, 0, 40.0, 40.0, 4, 0), (500, 0, 20.0, 20.0, 2, 0)],
+            );
+        }
+
+        #[test]
+        fn scenarios() {
+            let cases: Vec<(&str, DeciderSpec, u32, Vec<Step>)> = vec![
+                (
+                    "TestAutoscalerStableModeIncreaseWithConcurrencyDefault",
+                    test_spec(10.0, 101.0),
+                    1,
+                    vec![
+                        (0, 1, 50.0, 10.0, 5, ebc(10.0, 101.0, 10.0, 1.0)),
+                        (0, 1, 100.0, 10.0, 10, ebc(10.0, 101.0, 10.0, 1.0)),
+                    ],
+                ),
+                (
+                    "TestAutoscalerUnpanicAfterSlowIncrease",
+                    test_spec(1.0, 98.0),
+                    1,
+                    vec![
+                        (0, 10, 11.0, 25.0, 25, ebc(1.0, 98.0, 25.0, 10.0)),
+                        (30_000, 40, 30.0, 41.0, 41, ebc(1.0, 98.0, 41.0, 40.0)),
+                        (62_000, 55, 50.0, 56.0, 50, ebc(1.0, 98.0, 56.0, 55.0)),
+                    ],
+                ),
+                (
+                    "TestAutoscalerExtendPanicWindow",
+                    test_spec(1.0, 98.0),
+                    1,
+                    vec![
+                        (0, 10, 11.0, 25.0, 25, ebc(1.0, 98.0, 25.0, 10.0)),
+                        (30_000, 40, 30.0, 80.0, 80, ebc(1.0, 98.0, 80.0, 40.0)),
+                    ],
+                ),
+                (
+                    "TestAutoscalerStableModeDecrease",
+                    test_spec(10.0, 98.0),
+                    1,
+                    vec![
+                        (0, 8, 100.0, 100.0, 10, ebc(10.0, 98.0, 100.0, 8.0)),
+                        (0, 8, 50.0, 50.0, 5, ebc(10.0, 98.0, 50.0, 8.0)),
+                    ],
+                ),
+                (
+                    "TestAutoscalerStableModeNoTrafficScaleToZero",
+                    test_spec(10.0, 75.0),
+                    1,
+                    vec![
+                        (0, 1, 1.0, 0.0, 1, ebc(10.0, 75.0, 0.0, 1.0)),
+                        (0, 1, 0.0, 0.0, 0, ebc(10.0, 75.0, 0.0, 1.0)),
+                    ],
+                ),
+                (
+                    "TestAutoscalerActivationScale",
+                    DeciderSpec {
+                        activation_scale: 2,
+                        ..test_spec(10.0, 75.0)
+                    },
+                    1,
+                    vec![
+                        (0, 1, 0.0, 0.0, 0, ebc(10.0, 75.0, 0.0, 1.0)),
+                        (0, 1, 1.0, 0.0, 2, ebc(10.0, 75.0, 0.0, 1.0)),
+                    ],
+                ),
+                (
+                    "TestAutoscalerPanicModeExponentialTrackAndStabilize",
+                    test_spec(1.0, 101.0),
+                    1,
+                    vec![
+                        (0, 1, 6.0, 6.0, 6, ebc(1.0, 101.0, 6.0, 1.0)),
+                        (0, 6, 36.0, 36.0, 36, ebc(1.0, 101.0, 36.0, 6.0)),
+                        (1_000, 36, 216.0, 216.0, 216, ebc(1.0, 101.0, 216.0, 36.0)),
+                        (
+                            1_000,
+                            216,
+                            1296.0,
+                            1296.0,
+                            1296,
+                            ebc(1.0, 101.0, 1296.0, 216.0),
+                        ),
+                        (
+                            2_000,
+                            1296,
+                            1296.0,
+                            1296.0,
+                            1296,
+                            ebc(1.0, 101.0, 1296.0, 1296.0),
+                        ),
+                    ],
+                ),
+                (
+                    "TestAutoscalerPanicThenUnPanicScaleDown",
+                    test_spec(10.0, 93.0),
+                    1,
+                    vec![
+                        (0, 1, 100.0, 100.0, 10, ebc(10.0, 93.0, 100.0, 1.0)),
+                        (0, 10, 100.0, 1000.0, 100, ebc(10.0, 93.0, 1000.0, 10.0)),
+                        (30_000, 10, 1.0, 1.0, 100, ebc(10.0, 93.0, 1.0, 10.0)),
+                        (61_000, 10, 1.0, 1.0, 1, ebc(10.0, 93.0, 1.0, 10.0)),
+                    ],
+                ),
+                (
+                    "TestAutoscalerRateLimitScaleUp",
+                    test_spec(10.0, 61.0),
+                    1,
+                    vec![
+                        (0, 1, 1000.0, 1001.0, 10, ebc(10.0, 61.0, 1001.0, 1.0)),
+                        (0, 10, 1000.0, 1001.0, 100, ebc(10.0, 61.0, 1001.0, 10.0)),
+                    ],
+                ),
+                (
+                    "TestAutoscalerRateLimitScaleDown",
+                    test_spec(10.0, 61.0),
+                    1,
+                    vec![
+                        (0, 100, 1.0, 1.0, 10, ebc(10.0, 61.0, 1.0, 100.0)),
+                        (0, 10, 1.0, 1.0, 1, ebc(10.0, 61.0, 1.0, 10.0)),
+                    ],
+                ),
+                (
+                    "TestAutoscalerUseOnePodAsMinimumIfEndpointsNotFound",
+                    test_spec(10.0, 81.0),
+                    1,
+                    vec![(0, 0, 1000.0, 888.0, 10, ebc(10.0, 81.0, 888.0, 0.0))],
+                ),
+                // TestAutoscalerScale's table.
+                (
+                    "AutoscalerStableModeUnlimitedTBC",
+                    test_spec(181.0, -1.0),
+                    1,
+                    vec![(0, 1, 21.0, 26.0, 1, -1)],
+                ),
+                (
+                    "Autoscaler0TBC",
+                    test_spec(10.0, 0.0),
+                    1,
+                    vec![(0, 1, 50.0, 49.0, 5, 0)],
+                ),
+                (
+                    "AutoscalerStableModeNoChange",
+                    test_spec(10.0, 100.0),
+                    1,
+                    vec![(0, 1, 50.0, 50.0, 5, ebc(10.0, 100.0, 50.0, 1.0))],
+                ),
+                (
+                    "AutoscalerStableModeNoChangeAlreadyScaled",
+                    test_spec(10.0, 100.0),
+                    1,
+                    vec![(0, 5, 50.0, 50.0, 5, ebc(10.0, 100.0, 50.0, 5.0))],
+                ),
+                (
+                    "AutoscalerStableModeIncreaseWithSmallScaleUpRate",
+                    DeciderSpec {
+                        max_scale_up_rate: 1.1,
+                        ..test_spec(1.0, 1982.0)
+                    },
+                    1,
+                    vec![(0, 2, 3.0, 3.1, 3, ebc(1.0, 1982.0, 3.1, 2.0))],
+                ),
+                (
+                    "AutoscalerStableModeDecreaseWithSmallScaleDownRate",
+                    DeciderSpec {
+                        max_scale_down_rate: 1.1,
+                        ..test_spec(10.0, 1982.0)
+                    },
+                    1,
+                    vec![(0, 100, 1.0, 1.0, 90, ebc(10.0, 1982.0, 1.0, 100.0))],
+                ),
+                (
+                    "AutoscalerStableModeDecreaseNonReachable",
+                    DeciderSpec {
+                        max_scale_down_rate: 1.1,
+                        reachable: false,
+                        ..test_spec(10.0, 1982.0)
+                    },
+                    1,
+                    vec![(0, 100, 1.0, 1.0, 1, ebc(10.0, 1982.0, 1.0, 100.0))],
+                ),
+                (
+                    "AutoscalerPanicModeDoublePodCount",
+                    test_spec(10.0, 84.0),
+                    1,
+                    vec![(0, 1, 50.0, 100.0, 10, ebc(10.0, 84.0, 100.0, 1.0))],
+                ),
+            ];
+            for (name, spec, ready, steps) in cases {
+                let mut d = new(spec, ready);
+                run(name, &mut d, &steps);
+            }
+        }
+
+        /// `prepFunc` rows: panicking since 5 s ago with 5 pods held.
+        #[test]
+        fn in_panic_rows() {
+            for (name, stable, panic, want) in [
+                ("AutoscalerPanicStableLargerThanPanic", 50.0, 30.0, 50),
+                ("AutoscalerPanicStableLessThanPanic", 20.0, 30.0, 30),
+            ] {
+                let mut d =
+                    Decider::starting(test_spec(1.0, 100.0), Duration::from_millis(T0 - 5_000), 5);
+                run(
+                    name,
+                    &mut d,
+                    &[(0, 5, stable, panic, want, ebc(1.0, 100.0, panic, 5.0))],
+                );
+            }
+        }
+
+        #[test]
+        fn update_target() {
+            let mut d = new(test_spec(10.0, 77.0), 1);
+            run(
+                "TestAutoscalerUpdateTarget",
+                &mut d,
+                &[(0, 1, 100.0, 101.0, 10, ebc(10.0, 77.0, 101.0, 1.0))],
+            );
+            d.update(DeciderSpec {
+                activator_capacity: 21.0,
+                ..test_spec(1.0, 71.0)
+            });
+            run(
+                "TestAutoscalerUpdateTarget",
+                &mut d,
+                &[(0, 10, 100.0, 101.0, 100, ebc(1.0, 71.0, 101.0, 10.0))],
+            );
+        }
+
+        /// `TestStartInPanicMode`: created with 0 or 1 ready pods it is calm and holds that
+        /// many; with 2 it panics holding 2.
+        #[test]
+        fn start_in_panic_mode() {
+            for (ready, panicking) in [(0, false), (1, false), (2, true)] {
+                let d = new(test_spec(100.0, 11.0), ready);
+                assert_eq!(d.state().panic_time.is_some(), panicking, "{ready}");
+                assert_eq!(d.state().max_panic_pods, ready as i32, "{ready}");
+            }
+        }
     }
 }
