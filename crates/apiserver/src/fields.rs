@@ -3,10 +3,12 @@
 //! "spec.foo"`, from `k8s.io/apimachinery/pkg/runtime/serializer/json` and the CRD
 //! handler's pruning in `apiextensions-apiserver/pkg/registry/customresource`).
 //!
-//! One generic mechanism: a field is unknown when the kind's typed decode does not keep it
-//! — the body is compared with the typed object serialized back — plus `metadata` keys
-//! that are not `ObjectMeta` fields (wisp's `ObjectMeta` keeps every key it does not model,
-//! so the comparison alone would not see them).
+//! Knative's kinds are pruned by their CRD schema (`wisp_api::prune`, called from
+//! `handlers::check_fields`): what is pruned is unknown. For the core kinds a field is
+//! unknown when the kind's typed decode does not keep it — the body is compared with the
+//! typed object serialized back — plus `metadata` keys that are not `ObjectMeta` fields
+//! (wisp's `ObjectMeta` keeps every key it does not model, so the comparison alone would
+//! not see them).
 
 use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
