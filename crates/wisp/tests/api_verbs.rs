@@ -381,6 +381,47 @@ fn field_validation_directives() {
     );
 }
 
+/// Issue 17, class 7: Knative's kinds are pruned by their CRD schema before admission, as
+/// kube-apiserver prunes them: `null` is an absent field, unknown fields are dropped (and
+/// reported under Warn), a `spec:` of comments only reaches Knative's validation empty.
+#[test]
+fn knative_kinds_are_pruned_before_admission() {
+    let s = Server::start();
+    let nulls = r#"{"apiVersion":"serving.knative.dev/v1","kind":"Service","metadata":{"name":"n","labels":null,"annotations":null},"spec":{"template":{"metadata":null,"spec":{"containers":[{"command":["/bin/true"],"env":null,"stdin":true}]}},"traffic":null,"foo":1}}"#;
+    let (code, obj, warnings) = call(&s, "POST", SVCS, JSON, nulls);
+    assert_eq!(code, 201, "{obj}");
+    assert_eq!(
+        &warnings[..2],
+        [
+            "299 - \"unknown field \\\"spec.foo\\\"\"",
+            "299 - \"unknown field \\\"spec.template.spec.containers[0].stdin\\\"\""
+        ]
+    );
+    assert!(obj["spec"].get("foo").is_none(), "{obj}");
+    assert!(
+        obj["spec"]["template"]["spec"]["containers"][0]
+            .get("stdin")
+            .is_none()
+    );
+    assert_eq!(obj["spec"]["traffic"][0]["percent"], 100);
+    // `spec:` holding only comments is `spec: null`.
+    let (code, status, _) = call(
+        &s,
+        "POST",
+        SVCS,
+        "application/yaml",
+        "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: e\nspec:\n  # nothing yet\n",
+    );
+    assert_eq!(code, 422, "{status}");
+    assert!(
+        status["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("missing field(s): spec.template.spec.containers"),
+        "{status}"
+    );
+}
+
 #[test]
 fn dry_runs_store_nothing() {
     let s = Server::start();
