@@ -370,12 +370,17 @@ fn main() -> anyhow::Result<()> {
                 "get",
                 "ksvc",
                 "-w",
+                // One page: kubectl's watch path prints each page of a chunked initial
+                // list as one object (cli-runtime's Result.Object wraps the pages in a
+                // v1.List), which the jsonpath below cannot split into Services.
+                "--chunk-size=0",
                 "--output-watch-events",
                 "-o",
                 r#"jsonpath={.type} {.object.metadata.name} {.object.metadata.resourceVersion}{"\n"}"#,
             ])
             .stdout(std::fs::File::create(&file)?)
-            .stderr(Stdio::null())
+            // Kept beside its output, so a watcher that fails says why.
+            .stderr(std::fs::File::create(file.with_extension("err"))?)
             .spawn()?;
         watchers.push(Watcher { child, file });
     }
@@ -388,7 +393,26 @@ fn main() -> anyhow::Result<()> {
                     .iter()
                     .all(|w| events_of(&w.file).len() >= args.services)
             },
-        )?;
+        )
+        .map_err(|e| {
+            // Name the watchers that fell short, and what their kubectl said.
+            let short: Vec<String> = watchers
+                .iter()
+                .filter(|w| events_of(&w.file).len() < args.services)
+                .take(3)
+                .map(|w| {
+                    let err =
+                        std::fs::read_to_string(w.file.with_extension("err")).unwrap_or_default();
+                    format!(
+                        "{}: {} events, stderr: {}",
+                        w.file.display(),
+                        events_of(&w.file).len(),
+                        err.trim()
+                    )
+                })
+                .collect();
+            e.context(short.join("\n"))
+        })?;
         ctx.settle(Duration::from_secs(3), Duration::from_secs(60))?;
         let rv1 = ctx.resource_version()?;
         let c1 = cpu();
