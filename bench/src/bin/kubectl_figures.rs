@@ -20,7 +20,7 @@
 use std::{
     io::BufRead,
     path::{Path, PathBuf},
-    process::{Child, Command, Stdio},
+    process::{Child, Command},
     sync::Arc,
     time::{Duration, Instant},
 };
