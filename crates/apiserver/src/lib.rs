@@ -6,7 +6,8 @@
 //! (Knative's defaulting and validation) before they reach the store; errors are
 //! Kubernetes `Status` objects ([`error`]); `?watch=true` streams ordered events ([`watch`]).
 //! The core kinds (Namespace, Secret, ConfigMap) live under `/api/v1` ([`core_routes`],
-//! [`namespaces`] for the namespace lifecycle, [`protobuf`] for kubectl's protobuf bodies).
+//! [`namespaces`] for the namespace lifecycle, [`protobuf`] for their protobuf form, requests
+//! and answers).
 //! Discovery (`/version`, `/api`, `/apis`, …) is [`discovery`]; reads answer a `Table`
 //! ([`table`]) when the `Accept` header asks for one ([`negotiate`]).
 //! Start reading at [`router`].
@@ -170,6 +171,12 @@ pub fn router(state: ApiState) -> Router {
             inflight::limit,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        // Outermost: every answer about a built-in kind, errors from the layers above
+        // included, is re-encoded when the client asked for protobuf.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            protobuf::respond::negotiate,
+        ))
         .layer(axum::extract::DefaultBodyLimit::disable());
     Router::new()
         .route("/healthz", get(|| async { "ok" }))

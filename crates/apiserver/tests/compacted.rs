@@ -27,9 +27,19 @@ fn state(store: Store, stopping: tokio::sync::watch::Receiver<bool>) -> ApiState
 }
 
 async fn get(app: &axum::Router, uri: &str) -> (u16, String) {
+    let (code, bytes) = get_as(app, uri, "application/json").await;
+    (code, String::from_utf8(bytes).unwrap())
+}
+
+async fn get_as(app: &axum::Router, uri: &str, accept: &str) -> (u16, Vec<u8>) {
     let resp = app
         .clone()
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .oneshot(
+            Request::get(uri)
+                .header("accept", accept)
+                .body(Body::empty())
+                .unwrap(),
+        )
         .await
         .unwrap();
     let code = resp.status().as_u16();
@@ -41,7 +51,7 @@ async fn get(app: &axum::Router, uri: &str) -> (u16, String) {
     .expect("the answer ends")
     .unwrap()
     .to_bytes();
-    (code, String::from_utf8(bytes.to_vec()).unwrap())
+    (code, bytes.to_vec())
 }
 
 #[tokio::test]
@@ -77,6 +87,21 @@ async fn old_positions_are_expired() {
     assert_eq!(lines[0]["object"]["kind"], "Status");
     assert_eq!(lines[0]["object"]["code"], 410);
     assert_eq!(lines[0]["object"]["reason"], "Expired");
+
+    // The same in protobuf: one frame, an ERROR event whose object is the 410 Status.
+    let (code, body) = get_as(
+        &app,
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=1",
+        "application/vnd.kubernetes.protobuf",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let events = wisp_apiserver::protobuf::read_watch_frames(&body).unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].0, "ERROR");
+    assert_eq!(events[0].1["kind"], "Status");
+    assert_eq!(events[0].1["code"], 410);
+    assert_eq!(events[0].1["reason"], "Expired");
 
     let token = wisp_apiserver::listing::encode_continue(1, "default/c0");
     let (code, body) = get(
