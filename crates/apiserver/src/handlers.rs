@@ -508,7 +508,7 @@ fn admit_new(
             .to_string();
         candidate["metadata"]["name"] = format!("{prefix}{}", random_suffix()).into();
     }
-    admission::admit(kind, candidate, None, &st.config, &st.user)
+    admission::admit(kind, candidate, None, &st.config.load(), &st.user)
 }
 
 /// Runs `attempt` until it no longer asks to be retried (`Ok(None)`: it lost a
@@ -772,7 +772,7 @@ fn apply_create(
         crate::namespaces::admit_create(&st.store, ns, &res, &obj)?;
     }
     let entries = managed::entries(&obj);
-    let admitted = admission::admit(kind, obj, None, &st.config, &st.user)?;
+    let admitted = admission::admit(kind, obj, None, &st.config.load(), &st.user)?;
     let mut object = admitted.object;
     managed::store(&mut object, entries);
     let warnings = [field_warnings, admitted.warnings].concat();
@@ -863,7 +863,7 @@ fn update_with(
                     }
                 }
             }
-            let admitted = admission::admit(kind, new, Some(&old), &st.config, &st.user)?;
+            let admitted = admission::admit(kind, new, Some(&old), &st.config.load(), &st.user)?;
             let mut object = admitted.object;
             match entries {
                 Some(entries) => managed::store(&mut object, entries),

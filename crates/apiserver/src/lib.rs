@@ -44,7 +44,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
-use wisp_api::config::Config;
+use wisp_api::config::LiveConfig;
 use wisp_store::{Batcher, Store};
 
 use crate::error::ApiError;
@@ -56,7 +56,8 @@ pub struct ApiState {
     /// Runs every write (on `store`, with its durability): writes that arrive together
     /// share a commit and its fsync. See [`Batcher`].
     pub writer: Batcher,
-    pub config: Arc<Config>,
+    /// The configuration Knative's ConfigMaps give now (admission's defaults and checks).
+    pub config: LiveConfig,
     /// Who may call (bearer tokens, [`auth`]); `None` disables authentication (every
     /// request then acts as `user`).
     pub auth: Option<Arc<auth::Authenticator>>,

@@ -2,8 +2,6 @@
 //! answers 200 with one `ERROR` event carrying 410 Expired, a continue token 410.
 #![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
-use std::sync::Arc;
-
 use axum::{body::Body, http::Request};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
@@ -15,7 +13,7 @@ fn state(store: Store, stopping: tokio::sync::watch::Receiver<bool>) -> ApiState
     ApiState {
         writer: wisp_store::Batcher::start(store.clone(), "test-write").unwrap(),
         store,
-        config: Arc::new(wisp_api::config::Config::default()),
+        config: wisp_api::config::LiveConfig::default(),
         auth: None,
         user: "tester".into(),
         platform: None,

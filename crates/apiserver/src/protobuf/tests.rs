@@ -618,3 +618,33 @@ fn summaries_are_kubes() {
     assert_eq!(summarize(&[1, 2]), "0102");
     assert_eq!(summarize(&[0xab; 31]), format!("{} ...", "ab".repeat(30)));
 }
+
+proptest::proptest! {
+    /// Whatever the bytes — random, or a real encoding with bytes changed or cut — a body
+    /// decodes or is a 400, never a panic; what decodes encodes again.
+    #[test]
+    fn any_body_decodes_or_is_refused(
+        noise in proptest::collection::vec(proptest::num::u8::ANY, 0..64),
+        flips in proptest::collection::vec((proptest::num::usize::ANY, proptest::num::u8::ANY), 0..4),
+        cut in proptest::num::usize::ANY,
+        which in 0usize..4,
+    ) {
+        let fixtures = [pod(), config_map(), deployment(), secret()];
+        let mut bytes = envelope_of(fixtures[which].clone());
+        for (at, b) in flips {
+            let i = at % bytes.len();
+            bytes[i] = b;
+        }
+        bytes.truncate(cut % (bytes.len() + 1));
+        bytes.extend(noise);
+        for (av, kind) in [("v1", "Pod"), ("v1", "ConfigMap"), ("apps/v1", "Deployment"), ("v1", "Secret")] {
+            match decode_body(&bytes, Expect::Object { api_version: av, kind }) {
+                Ok(v) => { encode(v).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?; }
+                Err(e) => proptest::prop_assert_eq!(e.status.code, 400),
+            }
+        }
+        if let Err(e) = decode_body(&bytes, Expect::DeleteOptions) {
+            proptest::prop_assert_eq!(e.status.code, 400);
+        }
+    }
+}
