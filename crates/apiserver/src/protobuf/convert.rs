@@ -278,8 +278,11 @@ impl Leaf for IntOrString {
 impl Leaf for FieldsV1 {
     fn to_json(&self) -> Result<Value, ConvError> {
         let raw = self.raw.as_deref().unwrap_or(b"{}");
-        serde_json::from_slice(raw)
-            .map_err(|e| ConvError::new(format!("fieldsV1 is not JSON: {e}")))
+        match serde_json::from_slice(raw) {
+            Ok(v @ Value::Object(_)) => Ok(v),
+            Ok(other) => Err(expected("a fieldsV1 object", &other)),
+            Err(e) => Err(ConvError::new(format!("fieldsV1 is not JSON: {e}"))),
+        }
     }
     fn from_json(v: Value) -> Result<Self, ConvError> {
         if !v.is_object() {
