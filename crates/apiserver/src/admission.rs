@@ -8,7 +8,7 @@ use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 use wisp_api::{
     FieldError,
-    config::Config,
+    config::{self, Config},
     core, defaults,
     field_error::Level,
     kinds::ResourceKind,
@@ -84,7 +84,11 @@ pub fn admit(
             core::validate_secret(n, o)
         }),
         "ConfigMap" => {
-            core_typed::<core::ConfigMap>(kind, new, old, |n, o| core::validate_config_map(n, o))
+            let admitted = core_typed::<core::ConfigMap>(kind, new, old, |n, o| {
+                core::validate_config_map(n, o)
+            })?;
+            knative_config_webhook(kind, &admitted.object)?;
+            Ok(admitted)
         }
         // Internal kinds (PodAutoscaler) are written by wisp itself: check the shape only.
         _ => {
@@ -95,6 +99,25 @@ pub fn admit(
             })
         }
     }
+}
+
+/// Knative's config validation webhook (`config.webhook.serving.knative.dev`), which
+/// kube-apiserver calls after its own validation: a ConfigMap of wisp's live configuration
+/// (in `knative-serving`) must parse as Knative parses it. Refused as kube-apiserver reports a
+/// webhook's denial (`webhookerrors.ToStatusErr`: 400, the webhook's reason prefixed).
+fn knative_config_webhook(kind: &ResourceKind, object: &Value) -> Result<(), ApiError> {
+    let cm: core::ConfigMap = decode(kind, object)?;
+    if cm.metadata.namespace != config::NAMESPACE {
+        return Ok(());
+    }
+    config::validate_config_map(&cm.metadata.name, &cm.data, &cm.metadata.annotations).map_err(
+        |why| {
+            ApiError::bad_request(format!(
+                "admission webhook {:?} denied the request: validation failed: {why}",
+                config::WEBHOOK
+            ))
+        },
+    )
 }
 
 /// Decodes `value` into `T`, naming the offending field on failure the way the Kubernetes

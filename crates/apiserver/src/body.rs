@@ -90,7 +90,9 @@ pub fn parse_object(headers: &HeaderMap, bytes: &[u8]) -> Result<Value, ApiError
     parse_as(&content_type(headers), bytes)
 }
 
-/// [`parse_object`] for a body of the given media type ([`content_type`]'s form).
+/// [`parse_object`] for a body of the given media type ([`content_type`]'s form). Protobuf
+/// bodies are decoded against the kind the path serves ([`crate::protobuf::decode_body`]),
+/// so they are not read here.
 pub fn parse_as(content_type: &str, bytes: &[u8]) -> Result<Value, ApiError> {
     let value = match content_type {
         ""
@@ -101,7 +103,6 @@ pub fn parse_as(content_type: &str, bytes: &[u8]) -> Result<Value, ApiError> {
         | "application/x-yaml"
         | "text/yaml"
         | "application/apply-patch+yaml" => parse_yaml(bytes)?,
-        crate::protobuf::MEDIA_TYPE => crate::protobuf::decode(bytes)?,
         other => return Err(ApiError::unsupported_media_type(other)),
     };
     if !value.is_object() {

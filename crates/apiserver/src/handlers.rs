@@ -23,6 +23,7 @@ use crate::{
     negotiate::{self, ObjectForm},
     params::{FieldValidation, Verb, WriteOptions, WriteReq},
     patch::{self, PatchType},
+    protobuf,
     table::{Include, Layout},
     watch,
 };
@@ -373,7 +374,7 @@ pub(crate) async fn create_in(
     // Decoded and admitted on the CPU pool, before the write joins a batch (which holds
     // the store): defaulting and validation need nothing stored. Only a generated name
     // that is taken admits again, in the batch.
-    let (obj, generate, first, field_warnings) = decode(&st, &req.headers, body, {
+    let (obj, generate, first, field_warnings) = decode(&st, &req.headers, body, kind, {
         let st = st.clone();
         let validation = opts.validation;
         move |mut obj, dups| {
@@ -514,7 +515,7 @@ fn admit_new(
             .to_string();
         candidate["metadata"]["name"] = format!("{prefix}{}", random_suffix()).into();
     }
-    admission::admit(kind, candidate, None, &st.config, &st.user)
+    admission::admit(kind, candidate, None, &st.config.load(), &st.user)
 }
 
 /// Runs `attempt` until it no longer asks to be retried (`Ok(None)`: it lost a
@@ -553,7 +554,7 @@ async fn decode_named(
     validation: FieldValidation,
 ) -> Result<(Value, Vec<String>), ApiError> {
     let (ns, name) = (ns.to_owned(), name.to_owned());
-    decode(st, headers, body, move |mut obj, dups| {
+    decode(st, headers, body, kind, move |mut obj, dups| {
         normalize(kind, &mut obj, &ns, Some(&name))?;
         let warnings = match whole {
             Whole::Status => {
@@ -573,13 +574,18 @@ async fn decode<T: Send + 'static>(
     st: &ApiState,
     headers: &HeaderMap,
     body: Body,
+    kind: &'static ResourceKind,
     then: impl FnOnce(Value, Vec<String>) -> Result<T, ApiError> + Send + 'static,
 ) -> Result<T, ApiError> {
     let bytes = body::read(body, &st.body_budget).await?;
     let content_type = body::content_type(headers);
     st.cpu
         .run(move || {
-            let value = body::parse_as(&content_type, &bytes)?;
+            let value = if content_type == protobuf::MEDIA_TYPE {
+                decode_protobuf(kind, &bytes)?
+            } else {
+                body::parse_as(&content_type, &bytes)?
+            };
             // Repeated keys vanish in the decode (the last one wins): found on the text.
             let dups = if content_type.contains("json") || content_type.is_empty() {
                 fields::duplicate_fields(&bytes)
@@ -589,6 +595,22 @@ async fn decode<T: Send + 'static>(
             then(value, dups)
         })
         .await?
+}
+
+/// A protobuf body for `kind`: the JSON it stands for. A custom resource has no protobuf
+/// form: 415, as kube-apiserver's CRD handler answers.
+fn decode_protobuf(kind: &ResourceKind, bytes: &[u8]) -> Result<Value, ApiError> {
+    let api_version = kind.api_version();
+    if protobuf::codec(&api_version, kind.kind).is_none() {
+        return Err(ApiError::unsupported_media_type(protobuf::MEDIA_TYPE));
+    }
+    protobuf::decode_body(
+        bytes,
+        protobuf::Expect::Object {
+            api_version: &api_version,
+            kind: kind.kind,
+        },
+    )
 }
 
 /// Kubernetes' generateName suffix: 5 characters from an alphabet without vowels or
@@ -675,7 +697,7 @@ pub(crate) async fn patch_in(
     let opts = req.options(Verb::Patch {
         apply: ptype == PatchType::Apply,
     })?;
-    let (patch_body, dups) = read_patch(&st, &req.headers, body, ptype).await?;
+    let (patch_body, dups) = read_patch(&st, &req.headers, body, kind, ptype).await?;
     write(st, move |st| {
         let build = |old: Option<&Value>| -> Result<Option<Value>, ApiError> {
             let mut merged = match (&patch_body, old) {
@@ -757,7 +779,7 @@ fn apply_create(
         crate::namespaces::admit_create(&st.store, ns, &res, &obj)?;
     }
     let entries = managed::entries(&obj);
-    let admitted = admission::admit(kind, obj, None, &st.config, &st.user)?;
+    let admitted = admission::admit(kind, obj, None, &st.config.load(), &st.user)?;
     let mut object = admitted.object;
     managed::store(&mut object, entries);
     let warnings = [field_warnings, admitted.warnings].concat();
@@ -775,13 +797,14 @@ async fn read_patch(
     st: &ApiState,
     headers: &HeaderMap,
     body: Body,
+    kind: &'static ResourceKind,
     ptype: PatchType,
 ) -> Result<(PatchBody, Vec<String>), ApiError> {
     if ptype == PatchType::Json {
         let bytes = body::read(body, &st.body_budget).await?;
         return Ok((PatchBody::Json(bytes.bytes.clone()), Vec::new()));
     }
-    decode(st, headers, body, move |v, dups| {
+    decode(st, headers, body, kind, move |v, dups| {
         Ok((
             match ptype {
                 PatchType::Merge => PatchBody::Merge(v),
@@ -847,7 +870,7 @@ fn update_with(
                     }
                 }
             }
-            let admitted = admission::admit(kind, new, Some(&old), &st.config, &st.user)?;
+            let admitted = admission::admit(kind, new, Some(&old), &st.config.load(), &st.user)?;
             let mut object = admitted.object;
             match entries {
                 Some(entries) => managed::store(&mut object, entries),
@@ -1001,7 +1024,7 @@ pub(crate) async fn patch_status_in(
         ));
     }
     let opts = req.options(Verb::Patch { apply: false })?;
-    let (patch_body, _) = read_patch(&st, &req.headers, body, ptype).await?;
+    let (patch_body, _) = read_patch(&st, &req.headers, body, kind, ptype).await?;
     let res = resource(kind);
     write(st, move |st| {
         cas_retries(
@@ -1072,10 +1095,15 @@ struct DeleteOpts {
 
 async fn delete_options(st: &ApiState, req: &WriteReq, body: Body) -> Result<DeleteOpts, ApiError> {
     let bytes = body::read(body, &st.body_budget).await?;
+    let content_type = body::content_type(&req.headers);
     let from_body = if bytes.iter().all(u8::is_ascii_whitespace) {
         Value::Null
+    } else if content_type == protobuf::MEDIA_TYPE {
+        // DeleteOptions have a protobuf form for every kind, custom resources' included
+        // (kube decodes them with the meta scheme's codecs: handlers/delete.go).
+        protobuf::decode_body(&bytes, protobuf::Expect::DeleteOptions)?
     } else {
-        body::parse_as(&body::content_type(&req.headers), &bytes)?
+        body::parse_as(&content_type, &bytes)?
     };
     let mut dry_run = req.dry_run.clone();
     if let Some(list) = from_body["dryRun"].as_array() {

@@ -6,7 +6,8 @@
 //! (Knative's defaulting and validation) before they reach the store; errors are
 //! Kubernetes `Status` objects ([`error`]); `?watch=true` streams ordered events ([`watch`]).
 //! The core kinds (Namespace, Secret, ConfigMap) live under `/api/v1` ([`core_routes`],
-//! [`namespaces`] for the namespace lifecycle, [`protobuf`] for kubectl's protobuf bodies).
+//! [`namespaces`] for the namespace lifecycle, [`protobuf`] for their protobuf form, requests
+//! and answers).
 //! Discovery (`/version`, `/api`, `/apis`, …) is [`discovery`]; reads answer a `Table`
 //! ([`table`]) when the `Accept` header asks for one ([`negotiate`]).
 //! Start reading at [`router`].
@@ -43,7 +44,7 @@ use axum::{
     response::{IntoResponse, Response},
     routing::get,
 };
-use wisp_api::config::Config;
+use wisp_api::config::LiveConfig;
 use wisp_store::{Batcher, Store};
 
 use crate::error::ApiError;
@@ -55,7 +56,8 @@ pub struct ApiState {
     /// Runs every write (on `store`, with its durability): writes that arrive together
     /// share a commit and its fsync. See [`Batcher`].
     pub writer: Batcher,
-    pub config: Arc<Config>,
+    /// The configuration Knative's ConfigMaps give now (admission's defaults and checks).
+    pub config: LiveConfig,
     /// Who may call (bearer tokens, [`auth`]); `None` disables authentication (every
     /// request then acts as `user`).
     pub auth: Option<Arc<auth::Authenticator>>,
@@ -170,6 +172,12 @@ pub fn router(state: ApiState) -> Router {
             inflight::limit,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        // Outermost: every answer about a built-in kind, errors from the layers above
+        // included, is re-encoded when the client asked for protobuf.
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            protobuf::respond::negotiate,
+        ))
         .layer(axum::extract::DefaultBodyLimit::disable());
     Router::new()
         .route("/healthz", get(|| async { "ok" }))

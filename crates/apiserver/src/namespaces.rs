@@ -74,13 +74,17 @@ fn new_namespace(name: &str) -> Value {
     })
 }
 
-/// At startup: `default` exists, every namespace that holds objects (a store from before
+/// Namespaces that always exist and cannot be deleted (kube's `default`, and Knative's
+/// system namespace, which holds the live configuration).
+pub const SYSTEM: [&str; 2] = [DEFAULT_NAMESPACE, wisp_api::config::NAMESPACE];
+
+/// At startup: `default` and `knative-serving` exist, every namespace that holds objects (a store from before
 /// Namespaces were objects) gets its Namespace, and a deletion a previous run did not finish
 /// is finished.
 pub fn bootstrap(store: &Store) -> Result<(), StoreError> {
     let res = ns_resource();
     let mut wanted = store.namespaces_in_use()?;
-    wanted.push(DEFAULT_NAMESPACE.to_string());
+    wanted.extend(SYSTEM.map(String::from));
     for name in wanted {
         if store.get(&res, "", &name)?.is_none() {
             match store.create(&res, new_namespace(&name)) {
@@ -100,12 +104,12 @@ pub fn bootstrap(store: &Store) -> Result<(), StoreError> {
     Ok(())
 }
 
-/// `DELETE /api/v1/namespaces/{name}`: refuses `default`; marks the namespace
+/// `DELETE /api/v1/namespaces/{name}`: refuses the [`SYSTEM`] ones; marks the namespace
 /// `Terminating` and answers with it (kubectl then waits for it to go away), and deletes
 /// its contents and then itself in the background, as kube's namespace controller does.
 pub async fn delete(st: ApiState, name: String) -> Result<Response, ApiError> {
     let res = ns_resource();
-    if name == DEFAULT_NAMESPACE {
+    if SYSTEM.contains(&name.as_str()) {
         return Err(ApiError::forbidden(
             &res,
             &name,
@@ -224,9 +228,9 @@ mod tests {
             .iter()
             .map(|n| n["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["default", "legacy"]);
-        assert_eq!(all[1]["status"]["phase"], "Active");
-        assert_eq!(all[1]["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(names, ["default", "knative-serving", "legacy"]);
+        assert_eq!(all[2]["status"]["phase"], "Active");
+        assert_eq!(all[2]["spec"]["finalizers"], json!(["kubernetes"]));
         assert!(store.get(&svc, "gone", "b").unwrap().is_none());
         assert!(store.get(&svc, "legacy", "a").unwrap().is_some());
         // Idempotent.

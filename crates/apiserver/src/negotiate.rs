@@ -96,7 +96,11 @@ pub enum ObjectForm {
 
 /// The form of a get or list response, or 406.
 pub fn object_form(accept: Option<&str>) -> Result<ObjectForm, ApiError> {
-    for r in parse_accept(accept) {
+    object_form_of(&parse_accept(accept))
+}
+
+fn object_form_of(ranges: &[MediaRange]) -> Result<ObjectForm, ApiError> {
+    for r in ranges {
         if r.is_plain_json() {
             return Ok(ObjectForm::Json);
         }
@@ -109,6 +113,37 @@ pub fn object_form(accept: Option<&str>) -> Result<ObjectForm, ApiError> {
         }
     }
     Err(not_acceptable())
+}
+
+/// What an answer about a built-in kind (which has a protobuf form) is encoded as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuiltinForm {
+    Protobuf,
+    /// JSON, or a JSON Table: what [`object_form`] negotiates.
+    Json,
+}
+
+/// The form of an answer about a built-in kind: protobuf when it comes before anything
+/// else wisp can produce, as kube-apiserver picks the first acceptable serializer
+/// (`negotiate.go` over the scheme's media types, protobuf among them); else 406, naming
+/// protobuf among the accepted types.
+pub fn builtin_form(accept: Option<&str>) -> Result<BuiltinForm, ApiError> {
+    for r in parse_accept(accept) {
+        if r.essence == crate::protobuf::MEDIA_TYPE && r.as_.is_none() {
+            return Ok(BuiltinForm::Protobuf);
+        }
+        if object_form_of(std::slice::from_ref(&r)).is_ok() {
+            return Ok(BuiltinForm::Json);
+        }
+    }
+    Err(ApiError::new(
+        406,
+        "NotAcceptable",
+        format!(
+            "only the following media types are accepted: application/json, {}",
+            crate::protobuf::MEDIA_TYPE
+        ),
+    ))
 }
 
 /// Ok when plain JSON is among the accepted types (documents with no other form).
@@ -214,6 +249,51 @@ mod tests {
         let err = object_form(Some("text/html")).unwrap_err();
         assert_eq!(err.status.code, 406);
         assert_eq!(err.status.reason, "NotAcceptable");
+    }
+
+    #[test]
+    fn builtin_forms() {
+        use BuiltinForm::*;
+        let cases: &[(Option<&str>, Option<BuiltinForm>)] = &[
+            (None, Some(Json)),
+            (Some("*/*"), Some(Json)),
+            (Some("application/vnd.kubernetes.protobuf"), Some(Protobuf)),
+            // client-go's default for built-in kinds.
+            (
+                Some("application/vnd.kubernetes.protobuf, */*"),
+                Some(Protobuf),
+            ),
+            (
+                Some("application/json, application/vnd.kubernetes.protobuf"),
+                Some(Json),
+            ),
+            (
+                Some("application/json;q=0.5, application/vnd.kubernetes.protobuf"),
+                Some(Protobuf),
+            ),
+            // A protobuf Table is not served; the JSON Table after it is.
+            (
+                Some(
+                    "application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1;g=meta.k8s.io",
+                ),
+                Some(Json),
+            ),
+            (Some(KUBECTL_GET), Some(Json)),
+            (Some("application/yaml"), None),
+            (
+                Some("application/vnd.kubernetes.protobuf;as=Table;v=v1;g=meta.k8s.io"),
+                None,
+            ),
+        ];
+        for (accept, want) in cases {
+            assert_eq!(&builtin_form(*accept).ok(), want, "{accept:?}");
+        }
+        let err = builtin_form(Some("text/html")).unwrap_err();
+        assert_eq!(err.status.code, 406);
+        assert_eq!(
+            err.status.message,
+            "only the following media types are accepted: application/json, application/vnd.kubernetes.protobuf"
+        );
     }
 
     #[test]

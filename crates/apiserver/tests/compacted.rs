@@ -2,8 +2,6 @@
 //! answers 200 with one `ERROR` event carrying 410 Expired, a continue token 410.
 #![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
-use std::sync::Arc;
-
 use axum::{body::Body, http::Request};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
@@ -15,7 +13,7 @@ fn state(store: Store, stopping: tokio::sync::watch::Receiver<bool>) -> ApiState
     ApiState {
         writer: wisp_store::Batcher::start(store.clone(), "test-write").unwrap(),
         store,
-        config: Arc::new(wisp_api::config::Config::default()),
+        config: wisp_api::config::LiveConfig::default(),
         auth: None,
         user: "tester".into(),
         platform: None,
@@ -27,9 +25,19 @@ fn state(store: Store, stopping: tokio::sync::watch::Receiver<bool>) -> ApiState
 }
 
 async fn get(app: &axum::Router, uri: &str) -> (u16, String) {
+    let (code, bytes) = get_as(app, uri, "application/json").await;
+    (code, String::from_utf8(bytes).unwrap())
+}
+
+async fn get_as(app: &axum::Router, uri: &str, accept: &str) -> (u16, Vec<u8>) {
     let resp = app
         .clone()
-        .oneshot(Request::get(uri).body(Body::empty()).unwrap())
+        .oneshot(
+            Request::get(uri)
+                .header("accept", accept)
+                .body(Body::empty())
+                .unwrap(),
+        )
         .await
         .unwrap();
     let code = resp.status().as_u16();
@@ -41,7 +49,7 @@ async fn get(app: &axum::Router, uri: &str) -> (u16, String) {
     .expect("the answer ends")
     .unwrap()
     .to_bytes();
-    (code, String::from_utf8(bytes.to_vec()).unwrap())
+    (code, bytes.to_vec())
 }
 
 #[tokio::test]
@@ -77,6 +85,21 @@ async fn old_positions_are_expired() {
     assert_eq!(lines[0]["object"]["kind"], "Status");
     assert_eq!(lines[0]["object"]["code"], 410);
     assert_eq!(lines[0]["object"]["reason"], "Expired");
+
+    // The same in protobuf: one frame, an ERROR event whose object is the 410 Status.
+    let (code, body) = get_as(
+        &app,
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=1",
+        "application/vnd.kubernetes.protobuf",
+    )
+    .await;
+    assert_eq!(code, 200);
+    let events = wisp_apiserver::protobuf::read_watch_frames(&body).unwrap();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert_eq!(events[0].0, "ERROR");
+    assert_eq!(events[0].1["kind"], "Status");
+    assert_eq!(events[0].1["code"], 410);
+    assert_eq!(events[0].1["reason"], "Expired");
 
     let token = wisp_apiserver::listing::encode_continue(1, "default/c0");
     let (code, body) = get(

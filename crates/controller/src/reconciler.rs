@@ -7,7 +7,7 @@ use std::{sync::Arc, time::Duration};
 
 use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
-use wisp_api::{config::Config, kinds::ResourceKind, meta::ObjectMeta};
+use wisp_api::{config::LiveConfig, kinds::ResourceKind, meta::ObjectMeta};
 use wisp_runtime::SharedPlatform;
 use wisp_store::{Store, StoreError};
 
@@ -21,7 +21,9 @@ use crate::{
 #[derive(Clone)]
 pub struct Context {
     pub store: Store,
-    pub config: Arc<Config>,
+    /// The configuration Knative's ConfigMaps give now: read it where it is used, so a
+    /// change applies from the next reconcile.
+    pub config: LiveConfig,
     pub platform: SharedPlatform,
     /// The resolved routing published for the ingress (written by the route reconciler).
     pub routing: Arc<ArcSwap<RoutingTable>>,

@@ -90,6 +90,7 @@ pub struct Controllers {
     observers: Vec<Arc<dyn Observer>>,
     workers: usize,
     resync_period: Duration,
+    resync_on: Option<tokio::sync::watch::Receiver<u64>>,
 }
 
 impl std::fmt::Debug for Controllers {
@@ -114,7 +115,16 @@ impl Controllers {
             observers,
             workers: DEFAULT_WORKERS,
             resync_period: RESYNC_PERIOD,
+            resync_on: None,
         }
+    }
+
+    /// Resyncs everything each time `changes` changes: what every reconcile reads besides
+    /// its objects (the live configuration) changed, as Knative's controllers resync when
+    /// their config store is updated.
+    pub fn resync_on(mut self, changes: tokio::sync::watch::Receiver<u64>) -> Self {
+        self.resync_on = Some(changes);
+        self
     }
 
     /// Concurrent workers per reconciler (at least 1).
@@ -153,7 +163,12 @@ impl Controllers {
             scaling_wakes,
             stop_rx.clone(),
         ));
-        let resync = tokio::spawn(periodic_resync(router.clone(), self.resync_period, stop_rx));
+        let resync = tokio::spawn(periodic_resync(
+            router.clone(),
+            self.resync_period,
+            self.resync_on.clone(),
+            stop_rx,
+        ));
 
         let executor = match Executor::start(self.ctx.store.clone()) {
             Ok(e) => e,
@@ -535,19 +550,32 @@ async fn watch_scaling(
     }
 }
 
-/// The safety-net resync (module doc, step 4).
+/// The safety-net resync (module doc, step 4), and one on each change of `changes`.
 async fn periodic_resync(
     router: Arc<Router>,
     period: Duration,
+    mut changes: Option<tokio::sync::watch::Receiver<u64>>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let start = tokio::time::Instant::now() + period;
     let mut tick = tokio::time::interval_at(start, period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
+        let changed = async {
+            match changes.as_mut() {
+                Some(rx) => {
+                    if rx.changed().await.is_err() {
+                        // The sender is gone: no more changes to wait for.
+                        std::future::pending::<()>().await;
+                    }
+                }
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return,
             _ = tick.tick() => {}
+            _ = changed => debug!("configuration changed: resyncing"),
         }
         if let Err(e) = blocking(&router, |r| r.resync_all()).await {
             warn!(error = %e, "periodic resync failed");

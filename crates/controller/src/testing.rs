@@ -258,7 +258,7 @@ pub fn test_context_with(
     let platform = FakePlatform::new();
     let ctx = Context {
         store,
-        config: Arc::new(config),
+        config: wisp_api::config::LiveConfig::new(config),
         platform: platform.clone(),
         routing: Arc::new(ArcSwap::from_pointee(RoutingTable::default())),
         scaling: Arc::new(crate::autoscaling::Scaling::new(clock)),

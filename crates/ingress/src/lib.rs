@@ -36,14 +36,18 @@ pub const TAG_HEADER: &str = "knative-serving-tag";
 pub struct Ingress {
     pub routing: Arc<ArcSwap<RoutingTable>>,
     pub backends: Arc<Backends>,
-    /// `config-features: tag-header-based-routing`.
-    pub tag_header_routing: bool,
+    /// The live configuration, for `config-features: tag-header-based-routing` (read per
+    /// request: a change applies to the next one).
+    pub config: wisp_api::config::LiveConfig,
 }
 
 impl std::fmt::Debug for Ingress {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Ingress")
-            .field("tag_header_routing", &self.tag_header_routing)
+            .field(
+                "tag_header_routing",
+                &self.config.guard().features.tag_header_based_routing,
+            )
             .finish_non_exhaustive()
     }
 }
@@ -122,7 +126,9 @@ impl Ingress {
         listener: Visibility,
     ) -> Result<Arc<RevisionBackend>, Unrouted> {
         let host = host::request_host(req).map_err(Unrouted::BadHost)?;
-        let tag = if self.tag_header_routing {
+        let tag_routing = self.config.guard().features.tag_header_based_routing
+            == wisp_api::config::Flag::Enabled;
+        let tag = if tag_routing {
             req.headers().get(TAG_HEADER).and_then(|v| v.to_str().ok())
         } else {
             None
@@ -353,7 +359,7 @@ mod tests {
         let ingress = Arc::new(Ingress {
             routing: Arc::default(),
             backends: Backends::new(1, Arc::new(NoKpa)),
-            tag_header_routing: false,
+            config: wisp_api::config::LiveConfig::default(),
         });
         let size = Arc::new(AtomicUsize::new(0));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -15,7 +15,7 @@ use std::{collections::HashSet, future::Future, sync::Arc, time::Duration};
 
 use tokio::sync::broadcast::error::RecvError;
 use tracing::{debug, warn};
-use wisp_api::{config::Config, serving::Revision};
+use wisp_api::{config::LiveConfig, serving::Revision};
 use wisp_runtime::{RevisionKey, SharedPlatform};
 use wisp_store::{EventType, OnGone, Store, Watch, WatchBatch, WatchEvent, WatchSpec};
 
@@ -32,7 +32,7 @@ pub async fn sync_endpoints(
     backends: Arc<Backends>,
     store: Store,
     platform: SharedPlatform,
-    config: Arc<Config>,
+    config: LiveConfig,
     shutdown: impl Future<Output = ()>,
 ) {
     let sync = Sync {
@@ -90,7 +90,7 @@ struct Sync {
     backends: Arc<Backends>,
     store: Store,
     platform: SharedPlatform,
-    config: Arc<Config>,
+    config: LiveConfig,
 }
 
 impl Sync {
@@ -129,7 +129,7 @@ impl Sync {
         let key = RevisionKey::new(&rev.metadata.namespace, &rev.metadata.name);
         let (b, created) = self
             .backends
-            .ensure(&key, &queue_config(&rev, &self.config.defaults));
+            .ensure(&key, &queue_config(&rev, &self.config.load().defaults));
         if created {
             debug!(revision = %key, "endpoint sync: backend added");
             b.set_replicas(&self.platform.replicas(&key));

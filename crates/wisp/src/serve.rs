@@ -13,8 +13,7 @@ use std::{
 use anyhow::{Context, bail};
 use arc_swap::ArcSwap;
 use wisp_activator::Backends;
-use wisp_api::config::Config;
-use wisp_api::config::Flag;
+use wisp_api::config::LiveConfig;
 use wisp_apiserver::ApiState;
 use wisp_controller::revision::digest::BackgroundResolver;
 use wisp_controller::{
@@ -70,7 +69,10 @@ pub struct ServeArgs {
     /// Directory holding the store and the API token.
     #[arg(long, env = "WISP_DATA_DIR", default_value = ".wisp")]
     pub data_dir: PathBuf,
-    /// Config file: top-level keys are Knative ConfigMap names (config-autoscaler, …).
+    /// Config file: top-level keys are Knative ConfigMap names (config-autoscaler, …). It
+    /// seeds the ConfigMaps of the knative-serving namespace on first start; after that the
+    /// ConfigMaps are the configuration (`kubectl edit configmap config-autoscaler -n
+    /// knative-serving` applies at once).
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Manifests to apply once the server is up, as `wisp apply -f` would (repeatable).
@@ -163,7 +165,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
 
 async fn serve(
     args: ServeArgs,
-    config: Config,
+    config_file: crate::live_config::Maps,
     store: Store,
     token: String,
     auth: wisp_apiserver::auth::Authenticator,
@@ -172,10 +174,16 @@ async fn serve(
     // Signal handlers go in before anything is announced: a SIGTERM that arrives right
     // after the "listening" line must take the graceful path, not the default (die).
     let shutdown = shutdown_signal()?;
-    let config = Arc::new(config);
-    // Namespaces are objects: `default` always exists, older stores get Namespaces for the
-    // namespaces they use, and a namespace deletion an earlier run left unfinished finishes.
+    // Namespaces are objects: `default` and `knative-serving` always exist, older stores get
+    // Namespaces for the namespaces they use, and a namespace deletion an earlier run left
+    // unfinished finishes.
     wisp_apiserver::namespaces::bootstrap(&store).context("preparing namespaces")?;
+    // The configuration is Knative's ConfigMaps in knative-serving, seeded on first start.
+    crate::live_config::seed(&store, &config_file).context("seeding the configuration")?;
+    let (initial, good_maps) =
+        crate::live_config::load(&store).context("reading the configuration")?;
+    let config = LiveConfig::new(initial);
+    let (config_version, config_changes) = tokio::sync::watch::channel(0u64);
 
     // Replicas of an earlier run (if wisp was kill -9ed) are stopped by each backend before
     // it starts any; the controllers then bring every revision back from the store.
@@ -230,9 +238,11 @@ async fn serve(
     };
     let (ctl_stop_tx, ctl_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(
-        Controllers::new(ctx, wisp_controller::all_reconcilers()).run(async move {
-            let _ = ctl_stop_rx.await;
-        }),
+        Controllers::new(ctx, wisp_controller::all_reconcilers())
+            .resync_on(config_changes)
+            .run(async move {
+                let _ = ctl_stop_rx.await;
+            }),
     );
 
     // The data plane: endpoints (kept in line with revisions and replicas), the per-second
@@ -252,6 +262,13 @@ async fn serve(
         config.clone(),
         stopped(),
     ));
+    let live_config = tokio::spawn(crate::live_config::run(
+        store.clone(),
+        config.clone(),
+        good_maps,
+        config_version,
+        stopped(),
+    ));
     let stats = tokio::spawn(backends.clone().run_stats(stopped()));
     let stats_feed = tokio::spawn(crate::stats_feed::run(
         backends.stats(),
@@ -261,7 +278,7 @@ async fn serve(
     let ingress = Arc::new(Ingress {
         routing,
         backends,
-        tag_header_routing: config.features.tag_header_based_routing == Flag::Enabled,
+        config: config.clone(),
     });
     let (ingress_stop_tx, ingress_stop_rx) = tokio::sync::watch::channel(false);
     let dataplane = crate::dataplane::DataPlaneThreads::start(
@@ -404,6 +421,7 @@ async fn serve(
         let _ = controllers.await;
         let _ = dp_stop_tx.send(true);
         let _ = endpoint_sync.await;
+        let _ = live_config.await;
         let _ = stats.await;
         let _ = stats_feed.await;
     });
@@ -501,13 +519,15 @@ fn load_token_file(path: Option<&Path>) -> anyhow::Result<Vec<wisp_apiserver::au
     Ok(file.entries)
 }
 
-fn load_config(path: Option<&Path>) -> anyhow::Result<Config> {
+/// The `--config` file's ConfigMaps, each checked as Knative checks it (a bad file stops
+/// the start, whether or not it still seeds anything).
+fn load_config(path: Option<&Path>) -> anyhow::Result<crate::live_config::Maps> {
     let Some(path) = path else {
-        return Ok(Config::default());
+        return Ok(Default::default());
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("reading config file {}", path.display()))?;
-    Config::from_yaml(&text)
+    wisp_api::config::maps_from_yaml(&text)
         .map_err(|e| anyhow::anyhow!("invalid config file {}: {e}", path.display()))
 }
 

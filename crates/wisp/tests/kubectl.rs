@@ -329,6 +329,7 @@ fn kubectl_manages_namespaces_secrets_and_config_maps() {
     assert_eq!(ns[0], ["NAME", "STATUS", "AGE"]);
     assert_eq!(ns[1][..2], ["default", "Active"]);
     assert_eq!(ns[2][..2], ["demo", "Active"]);
+    assert_eq!(ns[3][..2], ["knative-serving", "Active"]);
 
     let file = dir.path().join("app.properties");
     std::fs::write(&file, "color=blue\n").unwrap();

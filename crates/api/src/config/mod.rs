@@ -1,16 +1,109 @@
-//! wisp's configuration: one YAML file whose top-level keys are Knative's ConfigMap names
-//! (`config-autoscaler`, `config-defaults`, …), each holding Knative's keys with Knative's
-//! defaults and validation (`config/core/configmaps/*.yaml`).
+//! wisp's configuration: Knative's ConfigMaps (`config-autoscaler`, `config-defaults`, …) in
+//! the `knative-serving` namespace, each holding Knative's keys with Knative's defaults and
+//! validation (`config/core/configmaps/*.yaml`). `wisp serve --config FILE` seeds them on
+//! first start from one YAML file whose top-level keys are the ConfigMap names.
 //!
-//! Start at [`Config::from_yaml`]; every struct's `Default` is Knative's shipped default.
+//! Start at [`Config::from_maps`] (and [`Config::from_yaml`] for the file); every struct's
+//! `Default` is Knative's shipped default. [`validate_config_map`] is Knative's config
+//! webhook; [`LiveConfig`] holds the configuration the ConfigMaps say now.
 
 mod parse;
 
-use std::collections::BTreeMap;
+use std::{collections::BTreeMap, sync::Arc};
 
 use crate::duration::GoDuration;
 
-pub use parse::ConfigError;
+pub use parse::{ConfigError, maps_from_yaml};
+
+/// Knative's system namespace, where its ConfigMaps live.
+pub const NAMESPACE: &str = "knative-serving";
+
+/// The ConfigMaps of [`NAMESPACE`] that are wisp's live configuration, created on first
+/// start. `config-observability` configures nothing wisp implements; it exists (and takes
+/// any keys) so that tools and habits that edit it find it.
+pub const CONFIG_MAPS: [&str; 8] = [
+    "config-autoscaler",
+    "config-defaults",
+    "config-deployment",
+    "config-domain",
+    "config-features",
+    "config-gc",
+    "config-network",
+    "config-observability",
+];
+
+/// The key of a ConfigMap's documentation block, which parsing ignores
+/// (knative/pkg `configmap/example.go`).
+pub const EXAMPLE_KEY: &str = "_example";
+
+/// The annotation holding the checksum of a shipped ConfigMap's `_example` block: an edit
+/// of the block (instead of a setting above it) is refused while it is there.
+pub const EXAMPLE_CHECKSUM_ANNOTATION: &str = "knative.dev/example-checksum";
+
+/// The name of Knative's ConfigMap validation webhook, which words wisp's refusals.
+pub const WEBHOOK: &str = "config.webhook.serving.knative.dev";
+
+/// knative/pkg `configmap.Checksum`: CRC-32 (IEEE) of the trimmed value, 8 hex digits.
+pub fn example_checksum(value: &str) -> String {
+    format!("{:08x}", crc32fast::hash(value.trim().as_bytes()))
+}
+
+/// Knative's config webhook (knative/pkg `webhook/configmaps`) for a ConfigMap written to
+/// [`NAMESPACE`]: its `_example` block unchanged while the checksum annotation is there,
+/// then the map's own parse and checks (`NewConfigFromMap` of each). `Err` is the webhook's
+/// reason, which kube-apiserver reports as `admission webhook "…" denied the request:
+/// validation failed: <reason>`. ConfigMaps wisp does not read pass.
+pub fn validate_config_map(
+    name: &str,
+    data: &BTreeMap<String, String>,
+    annotations: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    if !CONFIG_MAPS.contains(&name) {
+        return Ok(());
+    }
+    if let (Some(example), Some(sum)) = (
+        data.get(EXAMPLE_KEY),
+        annotations.get(EXAMPLE_CHECKSUM_ANNOTATION),
+    ) && *sum != example_checksum(example)
+    {
+        return Err(format!(
+            "the update modifies a key in {EXAMPLE_KEY:?} which is probably not what you want. Instead, copy the respective setting to the top-level of the ConfigMap, directly below \"data\""
+        ));
+    }
+    let maps = BTreeMap::from([(name.to_string(), data.clone())]);
+    Config::from_maps(&maps).map(|_| ()).map_err(|e| match e {
+        ConfigError::Invalid { message, .. } => message,
+        ConfigError::Syntax(s) => s,
+    })
+}
+
+/// The configuration as the ConfigMaps say now: read on every use (each admission, each
+/// reconcile, each proxied revision's settings), swapped whole when a ConfigMap changes.
+/// Cheap to clone; clones share the value.
+#[derive(Clone, Debug, Default)]
+pub struct LiveConfig(Arc<arc_swap::ArcSwap<Config>>);
+
+impl LiveConfig {
+    pub fn new(config: Config) -> Self {
+        LiveConfig(Arc::new(arc_swap::ArcSwap::from_pointee(config)))
+    }
+
+    /// The configuration now.
+    pub fn load(&self) -> Arc<Config> {
+        self.0.load_full()
+    }
+
+    /// The configuration now, without touching a shared counter: for the data plane's
+    /// per-request reads.
+    pub fn guard(&self) -> arc_swap::Guard<Arc<Config>> {
+        self.0.load()
+    }
+
+    /// Replaces the configuration for every reader at once.
+    pub fn set(&self, config: Config) {
+        self.0.store(Arc::new(config));
+    }
+}
 
 /// The whole configuration.
 #[derive(Clone, Debug, Default, PartialEq)]

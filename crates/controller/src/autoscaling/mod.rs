@@ -108,7 +108,7 @@ impl TypedReconciler for PodAutoscalerReconciler {
 
         let wall = (ctx.clock)();
         let now = since_epoch(wall);
-        let spec = resources::decider_spec(&pa, &ctx.config);
+        let spec = resources::decider_spec(&pa, &ctx.config.load());
         let ready = ready_replicas(ctx, &key);
         let observed = {
             let mut collector = ctx.scaling.collector();
@@ -118,11 +118,11 @@ impl TypedReconciler for PodAutoscalerReconciler {
         let poked = ctx.scaling.take_poke(&key);
         let (step, published) = {
             let mut states = self.states();
-            let st = states
-                .entry(key.clone())
-                .or_insert_with(|| KpaState::for_pa(&pa, &rev.metadata.uid, &ctx.config, now));
+            let st = states.entry(key.clone()).or_insert_with(|| {
+                KpaState::for_pa(&pa, &rev.metadata.uid, &ctx.config.load(), now)
+            });
             if st.uid != rev.metadata.uid {
-                *st = KpaState::for_pa(&pa, &rev.metadata.uid, &ctx.config, now);
+                *st = KpaState::for_pa(&pa, &rev.metadata.uid, &ctx.config.load(), now);
             }
             let step = st.step(now, &spec, ready, observed, poked);
             (step, st.published(&step.result, ready))

@@ -38,7 +38,7 @@ impl TypedReconciler for GcReconciler {
         let (namespace, name) = (&cfg.metadata.namespace, &cfg.metadata.name);
         let revisions: Vec<Revision> =
             objects::list_labelled(&ctx.store, namespace, label::CONFIGURATION, name)?;
-        let (doomed, next) = resources::plan(cfg, &revisions, &ctx.config.gc, (ctx.clock)());
+        let (doomed, next) = resources::plan(cfg, &revisions, &ctx.config.load().gc, (ctx.clock)());
         for rev in revisions
             .iter()
             .filter(|r| doomed.contains(&r.metadata.name))

@@ -49,7 +49,7 @@ impl TypedReconciler for RevisionReconciler {
         {
             // Knative's `reconcileDigest` (`pkg/reconciler/revision/revision.go`): nothing runs
             // until every image is pinned to the digest its tag names now.
-            let opts = resources::resolve_options(rev, &ctx.config);
+            let opts = resources::resolve_options(rev, &ctx.config.load());
             let mut st = rev.status.clone().unwrap_or_default();
             match digests.resolve(rev, &opts) {
                 Resolution::Pending => {
@@ -93,13 +93,13 @@ impl TypedReconciler for RevisionReconciler {
         // `ctx.scaling` and wakes this reconciler when it changes); before the KPA's first
         // reconcile of this revision, its initial scale.
         let kpa = ctx.scaling.scale(&key).map(|s| s.replicas);
-        let desired = resources::replicas(rev, &ctx.config.autoscaler, kpa);
-        let spec = resources::replica_spec(rev, &ctx.config)
+        let desired = resources::replicas(rev, &ctx.config.load().autoscaler, kpa);
+        let spec = resources::replica_spec(rev, &ctx.config.load())
             .ok_or_else(|| ReconcileError::Other(format!("revision {key} has no container")))?;
         ctx.platform.scale(&spec, desired);
 
         let replicas = ctx.platform.replicas(&key);
-        let deadline = resources::progress_deadline(rev, &ctx.config);
+        let deadline = resources::progress_deadline(rev, &ctx.config.load());
         let (mut status, requeue) =
             resources::compute_status(rev, &replicas, desired, deadline, now);
         if let Some(pa) = objects::get::<PodAutoscaler>(&ctx.store, namespace, name)?

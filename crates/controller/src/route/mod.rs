@@ -43,7 +43,7 @@ impl TypedReconciler for RouteReconciler {
 
     fn reconcile_kind(&self, ctx: &Context, route: &mut Route) -> Result<Action, ReconcileError> {
         let (namespace, name) = (&route.metadata.namespace, &route.metadata.name);
-        let cfg = &ctx.config;
+        let cfg = &ctx.config.load();
         let outcome = match resources::hosts(route, resources::spec_tags(route), cfg) {
             Err(msg) => Outcome::BadHosts(msg),
             Ok(hosts) => {

@@ -17,8 +17,7 @@ pub(super) fn gc(d: &Data) -> Result<GcConfig, ConfigError> {
         *target = if v.eq_ignore_ascii_case("disabled") {
             None
         } else {
-            let dur = GoDuration::parse(v)
-                .map_err(|e| d.invalid(k, format!("failed to parse {v:?}: {e}")))?;
+            let dur = GoDuration::parse(v).map_err(|e| d.unparsable(k, e))?;
             if dur.0 < 0 {
                 return Err(d.invalid(k, format!("{k} = {dur}, must be non-negative")));
             }

@@ -82,15 +82,33 @@ use crate::autoscaling::{TARGET_MIN, WINDOW_MAX, WINDOW_MIN};
 // The label that makes a route cluster-local regardless of config-domain.
 use crate::labels::VISIBILITY as VISIBILITY_LABEL;
 
+/// The config file's ConfigMaps (name → data), each checked as [`Config::from_maps`] checks
+/// it: what `wisp serve --config` seeds them with.
+pub fn maps_from_yaml(
+    input: &str,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>, ConfigError> {
+    let maps = read_maps(input)?;
+    Config::from_maps(&maps)?;
+    Ok(maps)
+}
+
 impl Config {
     /// Parses the config file. Empty input (or only comments) gives [`Config::default`];
     /// maps that are absent keep their defaults.
     pub fn from_yaml(input: &str) -> Result<Config, ConfigError> {
-        let maps = read_maps(input)?;
+        Config::from_maps(&read_maps(input)?)
+    }
+
+    /// The configuration the ConfigMaps' data give (name → data); maps that are absent keep
+    /// their defaults, maps wisp does not read are ignored, `_`-prefixed keys (`_example`)
+    /// are not settings.
+    pub fn from_maps(
+        maps: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Result<Config, ConfigError> {
         let mut cfg = Config::default();
-        for (name, data) in &maps {
+        for (name, data) in maps {
             let Some(map) = KNOWN_MAPS.iter().find(|m| *m == name) else {
-                continue; // an ignored map (read_maps rejected everything else)
+                continue; // a map wisp does not read
             };
             let d = Data { map, data };
             match *map {
@@ -205,6 +223,18 @@ impl<'a> Data<'a> {
             .find_map(|k| self.data.get(*k).map(|v| (*k, v.trim())))
     }
 
+    /// A value its type's parser refused, worded as Knative's `configmap.As*` helpers word it
+    /// (`failed to parse "key": <Go's parse error>`), under `failed to parse data: ` where
+    /// the map's constructor wraps them (`NewConfigFromMap` of config-autoscaler): the
+    /// message Knative's config webhook answers with.
+    fn unparsable(&self, key: &str, go_error: impl std::fmt::Display) -> ConfigError {
+        let message = format!("failed to parse {key:?}: {go_error}");
+        match self.map {
+            "config-autoscaler" => self.invalid(key, format!("failed to parse data: {message}")),
+            _ => self.invalid(key, message),
+        }
+    }
+
     fn invalid(&self, key: &str, message: impl Into<String>) -> ConfigError {
         ConfigError::Invalid {
             map: self.map.to_string(),
@@ -225,7 +255,12 @@ impl<'a> Data<'a> {
             *target = match v {
                 "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
                 "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
-                _ => return Err(self.invalid(k, format!("failed to parse {v:?}: invalid syntax"))),
+                _ => {
+                    return Err(self.unparsable(
+                        k,
+                        format!("strconv.ParseBool: parsing {v:?}: invalid syntax"),
+                    ));
+                }
             };
         }
         Ok(())
@@ -239,7 +274,12 @@ impl<'a> Data<'a> {
                 .parse::<f64>()
                 .ok()
                 .filter(|f| f.is_finite())
-                .ok_or_else(|| self.invalid(k, format!("failed to parse {v:?}: invalid syntax")))?;
+                .ok_or_else(|| {
+                    self.unparsable(
+                        k,
+                        format!("strconv.ParseFloat: parsing {v:?}: invalid syntax"),
+                    )
+                })?;
         }
         Ok(())
     }
@@ -257,7 +297,7 @@ impl<'a> Data<'a> {
                     }
                     _ => "invalid syntax",
                 };
-                self.invalid(k, format!("failed to parse {v:?}: {why}"))
+                self.unparsable(k, format!("strconv.ParseInt: parsing {v:?}: {why}"))
             })?;
         }
         Ok(())
@@ -265,8 +305,7 @@ impl<'a> Data<'a> {
 
     fn duration(&self, keys: &[&'static str], target: &mut GoDuration) -> Result<(), ConfigError> {
         if let Some((k, v)) = self.get(keys) {
-            *target = GoDuration::parse(v)
-                .map_err(|e| self.invalid(k, format!("failed to parse {v:?}: {e}")))?;
+            *target = GoDuration::parse(v).map_err(|e| self.unparsable(k, e))?;
         }
         Ok(())
     }
@@ -280,7 +319,13 @@ impl<'a> Data<'a> {
     ) -> Result<(), ConfigError> {
         if let Some((k, v)) = self.get(keys) {
             let q = Quantity::parse(v)
-                .map_err(|_| self.invalid(k, format!("failed to parse quantity {v:?}")))?;
+                .map_err(|_| {
+                    // resource.ParseQuantity's ErrFormatWrong.
+                    self.unparsable(
+                        k,
+                        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                    )
+                })?;
             *target = Some(q.to_string());
         }
         Ok(())

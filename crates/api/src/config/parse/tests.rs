@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::config::{EXAMPLE_CHECKSUM_ANNOTATION, example_checksum, validate_config_map};
 use crate::duration::MILLISECOND;
 
 fn parse(src: &str) -> Config {
@@ -162,7 +163,7 @@ fn autoscaler_rejects() {
         (
             "container-concurrency-target-percentage: x",
             "container-concurrency-target-percentage",
-            "failed to parse \"x\": invalid syntax",
+            "parsing \"x\": invalid syntax",
         ),
         (
             "container-concurrency-target-percentage: 0",
@@ -247,7 +248,7 @@ fn autoscaler_rejects() {
         (
             "enable-scale-to-zero: maybe",
             "enable-scale-to-zero",
-            "failed to parse \"maybe\"",
+            "parsing \"maybe\": invalid syntax",
         ),
         (
             "scale-to-zero-grace-period: 0s",
@@ -277,7 +278,7 @@ fn autoscaler_rejects() {
         (
             "initial-scale: 1.5",
             "initial-scale",
-            "failed to parse \"1.5\": invalid syntax",
+            "parsing \"1.5\": invalid syntax",
         ),
         (
             "initial-scale: 3000000000",
@@ -424,7 +425,7 @@ fn defaults_rejects() {
         (
             "revision-timeout-seconds: abc",
             "revision-timeout-seconds",
-            "failed to parse \"abc\": invalid syntax",
+            "parsing \"abc\": invalid syntax",
         ),
         (
             "revision-timeout-seconds: 0",
@@ -464,17 +465,17 @@ fn defaults_rejects() {
         (
             "revision-cpu-request: lots",
             "revision-cpu-request",
-            "failed to parse quantity \"lots\"",
+            "quantities must match the regular expression",
         ),
         (
             "revision-memory-limit: 1.2.3Gi",
             "revision-memory-limit",
-            "failed to parse quantity",
+            "quantities must match the regular expression",
         ),
         (
             "revision-ephemeral-storage-limit: 5GB",
             "revision-ephemeral-storage-limit",
-            "failed to parse quantity",
+            "quantities must match the regular expression",
         ),
         (
             "container-concurrency: -1",
@@ -832,7 +833,7 @@ fn network_rejects() {
         (
             "rollout-duration: 10s",
             "rollout-duration",
-            "failed to parse \"10s\": invalid syntax",
+            "parsing \"10s\": invalid syntax",
         ),
         (
             "rollout-duration: -5",
@@ -958,7 +959,7 @@ fn gc_rejects() {
         (
             "retain-since-create-time: forever",
             "retain-since-create-time",
-            "failed to parse \"forever\": time: invalid duration \"forever\"",
+            "failed to parse \"retain-since-create-time\": time: invalid duration \"forever\"",
         ),
         (
             "retain-since-last-active-time: -1h",
@@ -1076,7 +1077,7 @@ fn deployment_rejects() {
         (
             "queue-sidecar-cpu-request: a-lot",
             "queue-sidecar-cpu-request",
-            "failed to parse quantity",
+            "quantities must match the regular expression",
         ),
         (
             "default-affinity-type: always",
@@ -1152,4 +1153,113 @@ fn scalars_are_stringified() {
     assert_eq!(c.autoscaler.initial_scale, 3);
     assert_eq!(stringify(serde_json::json!(["a", 1, true])), "a,1,true");
     assert_eq!(stringify(serde_json::json!(null)), "");
+}
+
+/// Knative's config webhook: the reason it gives, for the maps wisp keeps live.
+#[test]
+fn the_config_webhook_refuses_as_knative_does() {
+    let data = |pairs: &[(&str, &str)]| labels(pairs);
+    let none = BTreeMap::new();
+    type Case<'a> = (
+        &'a str,
+        BTreeMap<String, String>,
+        BTreeMap<String, String>,
+        Result<(), &'a str>,
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "config-autoscaler",
+            data(&[("stable-window", "2m")]),
+            none.clone(),
+            Ok(()),
+        ),
+        (
+            "config-autoscaler",
+            data(&[("stable-window", "soon")]),
+            none.clone(),
+            Err(
+                "failed to parse data: failed to parse \"stable-window\": time: invalid duration \"soon\"",
+            ),
+        ),
+        (
+            "config-autoscaler",
+            data(&[("max-scale-up-rate", "lots")]),
+            none.clone(),
+            Err(
+                "failed to parse data: failed to parse \"max-scale-up-rate\": strconv.ParseFloat: parsing \"lots\": invalid syntax",
+            ),
+        ),
+        (
+            "config-autoscaler",
+            data(&[("max-scale-up-rate", "1")]),
+            none.clone(),
+            Err("max-scale-up-rate = 1, must be greater than 1.0"),
+        ),
+        (
+            "config-defaults",
+            data(&[("revision-timeout-seconds", "x")]),
+            none.clone(),
+            Err(
+                "failed to parse \"revision-timeout-seconds\": strconv.ParseInt: parsing \"x\": invalid syntax",
+            ),
+        ),
+        (
+            "config-defaults",
+            data(&[("revision-timeout-seconds", "900")]),
+            none.clone(),
+            Err(
+                "revision-timeout-seconds (900) cannot be greater than max-revision-timeout-seconds (600)",
+            ),
+        ),
+        // `_example` is documentation: ignored, unless its checksum says it was edited.
+        (
+            "config-gc",
+            data(&[("_example", "retain-since-create-time: 48h")]),
+            none.clone(),
+            Ok(()),
+        ),
+        (
+            "config-gc",
+            data(&[("_example", "  retain-since-create-time: 48h\n")]),
+            labels(&[(
+                EXAMPLE_CHECKSUM_ANNOTATION,
+                &example_checksum("retain-since-create-time: 48h"),
+            )]),
+            Ok(()),
+        ),
+        (
+            "config-gc",
+            data(&[("_example", "retain-since-create-time: 1h")]),
+            labels(&[(
+                EXAMPLE_CHECKSUM_ANNOTATION,
+                &example_checksum("retain-since-create-time: 48h"),
+            )]),
+            Err(
+                "the update modifies a key in \"_example\" which is probably not what you want. Instead, copy the respective setting to the top-level of the ConfigMap, directly below \"data\"",
+            ),
+        ),
+        // Nothing wisp reads: any keys.
+        (
+            "config-observability",
+            data(&[("metrics-protocol", "anything")]),
+            none.clone(),
+            Ok(()),
+        ),
+        (
+            "my-own-config",
+            data(&[("stable-window", "soon")]),
+            none.clone(),
+            Ok(()),
+        ),
+    ];
+    for (name, data, annotations, want) in cases {
+        let got = validate_config_map(name, &data, &annotations);
+        assert_eq!(
+            got.as_ref().map(|_| ()).map_err(String::as_str),
+            want,
+            "{name} {data:?}"
+        );
+    }
+    // knative/pkg's Checksum: CRC-32 (IEEE) of the trimmed text, 8 hex digits.
+    assert_eq!(example_checksum(" hello\n"), "3610a686");
 }
