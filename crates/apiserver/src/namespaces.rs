@@ -19,6 +19,10 @@ use crate::{
     handlers::{ok, write},
 };
 
+/// Namespaces that always exist and cannot be deleted: `default`, and the one the ingress
+/// gateway's Services are shown in (`wisp_views::ingress`).
+pub const SYSTEM_NAMESPACES: [&str; 2] = [DEFAULT_NAMESPACE, wisp_views::ingress::NAMESPACE];
+
 fn ns_resource() -> String {
     kinds::NAMESPACE.store_key()
 }
@@ -80,7 +84,7 @@ fn new_namespace(name: &str) -> Value {
 pub fn bootstrap(store: &Store) -> Result<(), StoreError> {
     let res = ns_resource();
     let mut wanted = store.namespaces_in_use()?;
-    wanted.push(DEFAULT_NAMESPACE.to_string());
+    wanted.extend(SYSTEM_NAMESPACES.map(String::from));
     for name in wanted {
         if store.get(&res, "", &name)?.is_none() {
             match store.create(&res, new_namespace(&name)) {
@@ -105,7 +109,7 @@ pub fn bootstrap(store: &Store) -> Result<(), StoreError> {
 /// its contents and then itself in the background, as kube's namespace controller does.
 pub async fn delete(st: ApiState, name: String) -> Result<Response, ApiError> {
     let res = ns_resource();
-    if name == DEFAULT_NAMESPACE {
+    if SYSTEM_NAMESPACES.contains(&name.as_str()) {
         return Err(ApiError::forbidden(
             &res,
             &name,
@@ -224,9 +228,9 @@ mod tests {
             .iter()
             .map(|n| n["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["default", "legacy"]);
-        assert_eq!(all[1]["status"]["phase"], "Active");
-        assert_eq!(all[1]["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(names, ["default", "kourier-system", "legacy"]);
+        assert_eq!(all[2]["status"]["phase"], "Active");
+        assert_eq!(all[2]["spec"]["finalizers"], json!(["kubernetes"]));
         assert!(store.get(&svc, "gone", "b").unwrap().is_none());
         assert!(store.get(&svc, "legacy", "a").unwrap().is_some());
         // Idempotent.
