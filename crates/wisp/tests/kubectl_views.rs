@@ -552,3 +552,127 @@ fn kubectl_follows_logs() {
     });
     assert!(ended.success());
 }
+
+/// Why container tests cannot run here, if they cannot (they need root and runc).
+fn containers_unusable() -> Option<&'static str> {
+    let root = Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0");
+    let runc = Command::new("sh")
+        .args(["-c", "command -v runc"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !root {
+        Some("not root")
+    } else if !runc {
+        Some("no runc")
+    } else {
+        None
+    }
+}
+
+/// `kubectl describe pod` of a replica its memory limit killed: the kubelet's
+/// `OOMKilled`, exit code 137, a restart.
+#[test]
+fn kubectl_describes_an_oom_killed_replica() {
+    if !kubectl_installed() {
+        eprintln!("kubectl not on PATH: skipping");
+        return;
+    }
+    if let Some(why) = containers_unusable() {
+        eprintln!("SKIPPED: container tests need root and runc: {why}");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The autoscale sample as an image (`?bloat=MB` allocates), loaded into the server.
+    let archive = dir.path().join("autoscale.tar");
+    let out = Command::new(common::wisp_bin())
+        .args(["image", "pack", "--data-dir"])
+        .arg(dir.path().join("scratch"))
+        .arg("--binary")
+        .arg(sample_bin("autoscale"))
+        .args([
+            "--tag",
+            "example.com/autoscale:1",
+            "--env",
+            "HOST=0.0.0.0",
+            "--output",
+        ])
+        .arg(&archive)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s = server_with_config(dir.path());
+    let out = s
+        .cli()
+        .args(["image", "load", "-i"])
+        .arg(&archive)
+        .env("WISP_DATA_DIR", s.data_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let k = Kubectl::new(dir.path(), &s);
+    s.apply(
+        "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: bloat\nspec:\n  \
+         template:\n    metadata:\n      annotations:\n        autoscaling.knative.dev/min-scale: \"1\"\n    \
+         spec:\n      containers:\n      - image: example.com/autoscale:1\n        resources:\n          \
+         limits:\n            memory: 48Mi\n",
+    );
+    wait_for("bloat Ready", Duration::from_secs(60), || {
+        s.ready("services", "bloat").filter(|r| r.0 == "True")
+    });
+    let pod = pods(&k, "bloat-00001").remove(0);
+    let ip = k.ok(&["get", "pod", &pod, "-o", "jsonpath={.status.podIP}"]);
+    assert!(
+        ip.parse::<std::net::Ipv4Addr>().is_ok(),
+        "a container replica has its own IP: {ip:?}"
+    );
+    // Far over the limit: the kernel kills it mid-request.
+    let _ = s
+        .http_timeout(Duration::from_secs(30))
+        .get(format!("http://{}/?bloat=256", s.http_addr))
+        .header("host", "bloat.default.example.com")
+        .send();
+    // Killed, then restarted after its back-off: the last state says why.
+    let describe = wait_for("the OOM kill in describe", Duration::from_secs(60), || {
+        let d = k.ok(&["describe", "pod", &pod]);
+        (d.contains("Reason:       OOMKilled") && d.contains("Restart Count:  1")).then_some(d)
+    });
+    for want in [
+        "Last State:     Terminated",
+        "Reason:       OOMKilled",
+        "Exit Code:    137",
+        "Restart Count:  1",
+        "Limits:\n      memory:  48Mi",
+        "Image:          ",
+        "Image ID:       ",
+    ] {
+        assert!(
+            describe.contains(want),
+            "{want:?} missing from:\n{describe}"
+        );
+    }
+    let status = words(&k.ok(&["get", "pod", &pod]));
+    assert!(
+        ["Running", "CrashLoopBackOff", "OOMKilled"].contains(&status[1][2].as_str()),
+        "{status:?}"
+    );
+    assert!(status[1][3].starts_with('1'), "{status:?}");
+    // The kubelet's events of it: a back-off, or the restart.
+    let events = k.ok(&[
+        "get",
+        "events",
+        "--field-selector",
+        &format!("involvedObject.name={pod}"),
+    ]);
+    assert!(events.contains("Started"), "{events}");
+}
