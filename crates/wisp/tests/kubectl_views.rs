@@ -458,7 +458,7 @@ fn kubectl_watches_a_revision_scale_from_zero_and_back() {
         "Hello World!\n"
     );
     let mut lines = Vec::new();
-    let mut next = |what: &str, lines: &mut Vec<String>| -> Vec<String> {
+    let next = |what: &str, lines: &mut Vec<String>| -> Vec<String> {
         let line = rx
             .recv_timeout(Duration::from_secs(60))
             .unwrap_or_else(|_| panic!("no watch line for {what}; so far: {lines:#?}"));
