@@ -63,16 +63,49 @@ fn pods(k: &Kubectl, revision: &str) -> Vec<String> {
     .collect()
 }
 
-#[test]
-fn kubectl_reads_what_runs() {
+/// A server (with `CONFIG`), kubectl pointed at it, and the `hello` sample's path; None
+/// (the test then passes, saying why) without kubectl.
+fn setup() -> Option<(tempfile::TempDir, Server, Kubectl, String)> {
     if !kubectl_installed() {
         eprintln!("kubectl not on PATH: skipping");
-        return;
+        return None;
     }
     let dir = tempfile::tempdir().unwrap();
     let s = server_with_config(dir.path());
     let k = Kubectl::new(dir.path(), &s);
     let hello = sample_bin("hello").display().to_string();
+    Some((dir, s, k, hello))
+}
+
+/// A long-running kubectl (`get -w`, `logs -f`) and its output lines, as they come.
+fn stream(k: &Kubectl, args: &[&str]) -> (std::process::Child, mpsc::Receiver<String>) {
+    let mut child = Command::new("kubectl")
+        .args(args)
+        .arg("--cache-dir")
+        .arg(&k.cache)
+        .env("KUBECONFIG", &k.kubeconfig)
+        .env("HOME", k.cache.parent().unwrap())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    (child, rx)
+}
+
+#[test]
+fn kubectl_reads_what_runs() {
+    let Some((dir, s, k, hello)) = setup() else {
+        return;
+    };
     // One replica always (min-scale), so nothing scales away while we look.
     s.apply(&service(
         "hello",
@@ -413,14 +446,9 @@ fn kubectl_reads_what_runs() {
 /// `kubectl get pods -w` while a revision scales from zero to one and back.
 #[test]
 fn kubectl_watches_a_revision_scale_from_zero_and_back() {
-    if !kubectl_installed() {
-        eprintln!("kubectl not on PATH: skipping");
+    let Some((_dir, s, k, hello)) = setup() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let s = server_with_config(dir.path());
-    let k = Kubectl::new(dir.path(), &s);
-    let hello = sample_bin("hello").display().to_string();
+    };
     s.apply(&service(
         "zero",
         &format!("exec {hello}"),
@@ -433,25 +461,7 @@ fn kubectl_watches_a_revision_scale_from_zero_and_back() {
     let deploy = words(&k.ok(&["get", "deploy", "zero-00001-deployment"]));
     assert_eq!(deploy[1][1], "0/0", "idle revisions read 0/0");
 
-    let mut watch = Command::new("kubectl")
-        .args(["get", "pods", "-w", "--request-timeout", "0"])
-        .arg("--cache-dir")
-        .arg(&k.cache)
-        .env("KUBECONFIG", &k.kubeconfig)
-        .env("HOME", dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = watch.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let (mut watch, rx) = stream(&k, &["get", "pods", "-w", "--request-timeout", "0"]);
     // Scale from zero: a request wakes the revision.
     assert_eq!(
         get(&s, "zero.default.example.com").unwrap(),
@@ -498,14 +508,9 @@ fn kubectl_watches_a_revision_scale_from_zero_and_back() {
 /// `kubectl logs -f` while the app writes.
 #[test]
 fn kubectl_follows_logs() {
-    if !kubectl_installed() {
-        eprintln!("kubectl not on PATH: skipping");
+    let Some((_dir, s, k, hello)) = setup() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let s = server_with_config(dir.path());
-    let k = Kubectl::new(dir.path(), &s);
-    let hello = sample_bin("hello").display().to_string();
+    };
     s.apply(&service(
         "ticker",
         &format!("{hello} & i=0; while true; do i=$((i+1)); echo tick $i; sleep 0.2; done"),
@@ -515,25 +520,7 @@ fn kubectl_follows_logs() {
         s.ready("services", "ticker").filter(|r| r.0 == "True")
     });
     let pod = pods(&k, "ticker-00001").remove(0);
-    let mut follow = Command::new("kubectl")
-        .args(["logs", "-f", "--tail", "1", &pod])
-        .arg("--cache-dir")
-        .arg(&k.cache)
-        .env("KUBECONFIG", &k.kubeconfig)
-        .env("HOME", dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let out = follow.stdout.take().unwrap();
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(out).lines().map_while(Result::ok) {
-            if tx.send(line).is_err() {
-                return;
-            }
-        }
-    });
+    let (mut follow, rx) = stream(&k, &["logs", "-f", "--tail", "1", &pod]);
     // The ticks keep coming, in order, each once.
     let mut ticks = Vec::new();
     while ticks.len() < 8 {
