@@ -235,6 +235,7 @@ async fn main() -> anyhow::Result<()> {
             ..PodSpec::default()
         },
         grace_period: Duration::from_secs(5),
+        name_prefix: String::new(),
     };
     // The same with containerd's default seccomp profile (`RuntimeDefault`).
     let mut filtered = spec.clone();

@@ -577,6 +577,7 @@ mod tests {
             restarts: 0,
             last_exit: None,
             failure: None,
+            times: Default::default(),
         }
     }
 

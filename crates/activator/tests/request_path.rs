@@ -103,6 +103,7 @@ fn replica(name: &str, addr: SocketAddr) -> ReplicaStatus {
         restarts: 0,
         last_exit: None,
         failure: None,
+        times: Default::default(),
     }
 }
 

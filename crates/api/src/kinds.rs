@@ -91,6 +91,51 @@ pub enum Computed {
     KeyCount(&'static [&'static str]),
     /// `metadata.creationTimestamp` as an age (`translateTimestampSince`), in a string column.
     Age,
+    /// An integer field that Go's printers read from a struct, so absent is 0 (a JSON
+    /// pointer: `/status/availableReplicas`).
+    IntOrZero(&'static str),
+    /// A string field printed as `<none>` when absent or empty (a JSON pointer).
+    OrNone(&'static str),
+    /// `printPod`: `READY` (`ready/total` containers).
+    PodReady,
+    /// `printPod`: `STATUS`, the reason the pod's containers give (`Running`,
+    /// `CrashLoopBackOff`, `OOMKilled`, `Terminating`, …).
+    PodStatus,
+    /// `printPod`: `RESTARTS`, with the time since the last one (`3 (5m ago)`).
+    PodRestarts,
+    /// `printPod`: `IP`, the first of `status.podIPs` (`<none>`).
+    PodIp,
+    /// `printPod`: `READINESS GATES` (`<none>` without gates).
+    PodReadinessGates,
+    /// `printDeployment`: `READY` (`readyReplicas/spec.replicas`).
+    DeploymentReady,
+    /// `CONTAINERS` of a workload: the template's container names, comma-separated.
+    Containers,
+    /// `IMAGES` of a workload: the template's images, comma-separated.
+    Images,
+    /// `SELECTOR` of a workload (`spec.selector` as a label selector string).
+    WorkloadSelector,
+    /// `printService`: `CLUSTER-IP` (`<none>` when unset).
+    ServiceClusterIp,
+    /// `printService`: `EXTERNAL-IP` (`<none>`, the load balancer's addresses, or the
+    /// ExternalName).
+    ServiceExternalIp,
+    /// `printService`: `PORT(S)` (`80/TCP,443:31443/TCP`).
+    ServicePorts,
+    /// `printService`: `SELECTOR` (`<none>` without one).
+    ServiceSelector,
+    /// `printEvent`: `LAST SEEN` (series, lastTimestamp or eventTime, as an age).
+    EventLastSeen,
+    /// `printEvent`: `FIRST SEEN`.
+    EventFirstSeen,
+    /// `printEvent`: `OBJECT` (`kind/name`, the kind lower-cased).
+    EventObject,
+    /// `printEvent`: `SOURCE` (`component, host`).
+    EventSource,
+    /// `printEvent`: `COUNT` (the series' count, else `count`).
+    EventCount,
+    /// The object's name, in a column of its own place (Events print it last).
+    Name,
 }
 
 impl PrinterColumn {
@@ -110,6 +155,35 @@ impl PrinterColumn {
         PrinterColumn {
             type_: "integer",
             ..Self::string(name, json_path)
+        }
+    }
+
+    /// A string column of kube's core printers read from one field.
+    const fn field(name: &'static str, description: &'static str, json_path: &'static str) -> Self {
+        PrinterColumn {
+            description,
+            ..Self::string(name, json_path)
+        }
+    }
+
+    /// A column of kube's core printers: a string cell that `computed` makes.
+    const fn printed(name: &'static str, description: &'static str, computed: Computed) -> Self {
+        PrinterColumn {
+            name,
+            type_: "string",
+            format: "",
+            description,
+            priority: 0,
+            json_path: "",
+            computed: Some(computed),
+        }
+    }
+
+    /// The same column, shown only by `kubectl get -o wide`.
+    const fn wide(self) -> Self {
+        PrinterColumn {
+            priority: 1,
+            ..self
         }
     }
 }
@@ -166,10 +240,13 @@ impl ResourceKind {
     /// The name of the kind's schema in kube-apiserver's OpenAPI documents: the group's DNS
     /// labels reversed for a CRD (`dev.knative.serving.v1.Service`, as apiextensions-apiserver
     /// names it in `pkg/controller/openapi/builder/builder.go`), `io.k8s.api.core.v1.Secret`
-    /// for a core kind.
+    /// for a core kind and `io.k8s.api.apps.v1.Deployment` for one of kube's built-in groups
+    /// (the Go package the type lives in).
     pub fn openapi_name(&self) -> String {
         if self.is_core() {
             format!("io.k8s.api.core.{}.{}", self.version, self.kind)
+        } else if let Some(package) = builtin_package(self.group) {
+            format!("io.k8s.api.{package}.{}.{}", self.version, self.kind)
         } else {
             let group: Vec<&str> = self.group.rsplit('.').collect();
             format!("{}.{}.{}", group.join("."), self.version, self.kind)
@@ -185,6 +262,125 @@ impl ResourceKind {
         } else {
             format!("{}.{}", self.plural, self.group)
         }
+    }
+
+    /// Whether wisp shows the kind as a read-only view of what runs (held in memory,
+    /// [`VIEWS`]) rather than storing its objects.
+    pub fn is_view(&self) -> bool {
+        VIEWS
+            .iter()
+            .any(|k| k.group == self.group && k.plural == self.plural)
+    }
+
+    /// The verbs the kind serves, as discovery lists them: every verb for a stored kind
+    /// (Namespaces have no deletecollection, in kube-apiserver as here); for a view, reads,
+    /// plus `delete` of a Pod (which stops that replica; its revision replaces it).
+    pub fn verbs(&self) -> &'static [&'static str] {
+        const ALL_VERBS: &[&str] = &[
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "create",
+            "update",
+            "watch",
+        ];
+        const NAMESPACE_VERBS: &[&str] = &[
+            "delete", "get", "list", "patch", "create", "update", "watch",
+        ];
+        const READ: &[&str] = &["get", "list", "watch"];
+        const POD_VERBS: &[&str] = &["delete", "get", "list", "watch"];
+        if self.is_view() {
+            if self.is_core() && self.plural == "pods" {
+                POD_VERBS
+            } else {
+                READ
+            }
+        } else if self.is_core() && self.plural == "namespaces" {
+            NAMESPACE_VERBS
+        } else {
+            ALL_VERBS
+        }
+    }
+
+    /// The fields a `fieldSelector` may name for the kind, besides `metadata.name` and
+    /// `metadata.namespace` (every kind's): kube's `GetAttrs`/`ToSelectableFields` of
+    /// `pkg/registry/core/{pod,event,service}/strategy.go` and `pkg/registry/apps/deployment`
+    /// (none beyond the metadata ones).
+    pub fn field_labels(&self) -> &'static [&'static str] {
+        match (self.group, self.plural) {
+            ("", "pods") => &[
+                "spec.nodeName",
+                "spec.restartPolicy",
+                "spec.schedulerName",
+                "spec.serviceAccountName",
+                "spec.hostNetwork",
+                "status.phase",
+                "status.podIP",
+                "status.nominatedNodeName",
+            ],
+            ("", "events") | ("events.k8s.io", "events") => &[
+                "involvedObject.kind",
+                "involvedObject.namespace",
+                "involvedObject.name",
+                "involvedObject.uid",
+                "involvedObject.apiVersion",
+                "involvedObject.resourceVersion",
+                "involvedObject.fieldPath",
+                "reason",
+                "reportingComponent",
+                "source",
+                "type",
+            ],
+            ("", "secrets") => &["type"],
+            _ => &[],
+        }
+    }
+
+    /// Subresources besides `status`, as discovery lists them: (name, the kind it answers
+    /// as — group, version, kind —, verbs). `pods/log` streams a replica's output;
+    /// `deployments/scale` answers as an `autoscaling/v1` Scale, so that `kubectl scale`
+    /// finds it and gets wisp's refusal (the autoscaler owns the replica count).
+    pub fn subresources(&self) -> &'static [Subresource] {
+        match (self.group, self.plural) {
+            ("", "pods") => &[Subresource {
+                name: "log",
+                group: "",
+                version: "v1",
+                kind: "Pod",
+                verbs: &["get"],
+            }],
+            ("apps", "deployments") => &[Subresource {
+                name: "scale",
+                group: "autoscaling",
+                version: "v1",
+                kind: "Scale",
+                verbs: &["get", "patch", "update"],
+            }],
+            _ => &[],
+        }
+    }
+}
+
+/// A subresource of a kind other than `status` ([`ResourceKind::subresources`]).
+#[derive(Debug, PartialEq, Eq)]
+pub struct Subresource {
+    pub name: &'static str,
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub verbs: &'static [&'static str],
+}
+
+/// The Go package of one of kube's built-in API groups (`apps`, `events.k8s.io`), which
+/// names its types in OpenAPI; None for any other group (a CRD's).
+fn builtin_package(group: &str) -> Option<&'static str> {
+    match group {
+        "apps" => Some("apps"),
+        "events.k8s.io" => Some("events"),
+        "autoscaling" => Some("autoscaling"),
+        _ => None,
     }
 }
 
@@ -361,15 +557,303 @@ pub const CONFIG_MAP: ResourceKind = ResourceKind {
     schema: crate::schema::of::<crate::core::ConfigMap>,
 };
 
+// The views (`VIEWS`): what wisp runs, shown as the objects Knative's controllers and the
+// kubelet would make on a cluster. Core and apps kinds: names as kube-apiserver's discovery
+// lists them, columns as kube's printers (`pkg/printers/internalversion/printers.go`) print
+// them; Knative's networking kinds: knative/networking `config/serverlessservice.yaml` and
+// `config/ingress.yaml`.
+
+/// A view's schema: wisp does not publish a field-by-field schema for objects it only
+/// shows (their fields are Kubernetes' own; see docs/differences.md), so clients keep
+/// every field.
+fn view_schema() -> serde_json::Value {
+    serde_json::json!({
+        "type": "object",
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+            "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+        },
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+pub const POD: ResourceKind = ResourceKind {
+    kind: "Pod",
+    plural: "pods",
+    singular: "pod",
+    short_names: &["po"],
+    group: "",
+    version: "v1",
+    namespaced: true,
+    categories: &["all"],
+    printer_columns: &[
+        PrinterColumn::printed(
+            "Ready",
+            "The aggregate readiness state of this pod for accepting traffic.",
+            Computed::PodReady,
+        ),
+        PrinterColumn::printed(
+            "Status",
+            "The aggregate status of the containers in this pod.",
+            Computed::PodStatus,
+        ),
+        PrinterColumn::printed(
+            "Restarts",
+            "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+            Computed::PodRestarts,
+        ),
+        CORE_AGE,
+        PrinterColumn::printed(
+            "IP",
+            "podIP address allocated to the pod. Routable at least within the cluster. Empty if not yet allocated.",
+            Computed::PodIp,
+        )
+        .wide(),
+        PrinterColumn::printed(
+            "Node",
+            "NodeName indicates in which node this pod is scheduled.",
+            Computed::OrNone("/spec/nodeName"),
+        )
+        .wide(),
+        PrinterColumn::printed(
+            "Nominated Node",
+            "nominatedNodeName is set only when this pod preempts other pods on the node, but it cannot be scheduled right away as preemption victims receive their graceful termination periods.",
+            Computed::OrNone("/status/nominatedNodeName"),
+        )
+        .wide(),
+        PrinterColumn::printed(
+            "Readiness Gates",
+            "If specified, all readiness gates will be evaluated for pod readiness.",
+            Computed::PodReadinessGates,
+        )
+        .wide(),
+    ],
+    status_subresource: false,
+    description: "Pod is one replica of a revision as it runs in wisp: its containers, their state, restarts and exit reasons. A read-only view: deleting one stops that replica and its revision starts another.",
+    schema: view_schema,
+};
+pub const DEPLOYMENT: ResourceKind = ResourceKind {
+    kind: "Deployment",
+    plural: "deployments",
+    singular: "deployment",
+    short_names: &["deploy"],
+    group: "apps",
+    version: "v1",
+    namespaced: true,
+    categories: &["all"],
+    printer_columns: &[
+        PrinterColumn::printed(
+            "Ready",
+            "Number of the pod with ready state",
+            Computed::DeploymentReady,
+        ),
+        PrinterColumn {
+            type_: "integer",
+            ..PrinterColumn::printed(
+                "Up-to-date",
+                "Total number of non-terminated pods targeted by this deployment that have the desired template spec.",
+                Computed::IntOrZero("/status/updatedReplicas"),
+            )
+        },
+        PrinterColumn {
+            type_: "integer",
+            ..PrinterColumn::printed(
+                "Available",
+                "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment.",
+                Computed::IntOrZero("/status/availableReplicas"),
+            )
+        },
+        CORE_AGE,
+        PrinterColumn::printed(
+            "Containers",
+            "Names of each container in the template.",
+            Computed::Containers,
+        )
+        .wide(),
+        PrinterColumn::printed(
+            "Images",
+            "Images referenced by each container in the template.",
+            Computed::Images,
+        )
+        .wide(),
+        PrinterColumn::printed(
+            "Selector",
+            "Label selector for pods. Existing ReplicaSets whose pods are selected by this will be the ones affected by this deployment. It must match the pod template's labels.",
+            Computed::WorkloadSelector,
+        )
+        .wide(),
+    ],
+    status_subresource: false,
+    description: "Deployment is a revision's replica set as a cluster would show it: spec.replicas is what the autoscaler wants, status counts the replicas that run. A read-only view.",
+    schema: view_schema,
+};
+/// core/v1 Service (the ingress, each route's placeholder, each revision's public and
+/// private Service); `SERVICE` is Knative's.
+pub const CORE_SERVICE: ResourceKind = ResourceKind {
+    kind: "Service",
+    plural: "services",
+    singular: "service",
+    short_names: &["svc"],
+    group: "",
+    version: "v1",
+    namespaced: true,
+    categories: &["all"],
+    printer_columns: &[
+        PrinterColumn::field(
+            "Type",
+            "type determines how the Service is exposed.",
+            ".spec.type",
+        ),
+        PrinterColumn::printed(
+            "Cluster-IP",
+            "clusterIP is the IP address of the service and is usually assigned randomly.",
+            Computed::ServiceClusterIp,
+        ),
+        PrinterColumn::printed(
+            "External-IP",
+            "externalIPs is a list of IP addresses for which nodes in the cluster will also accept traffic for this service.",
+            Computed::ServiceExternalIp,
+        ),
+        PrinterColumn::printed(
+            "Port(s)",
+            "The list of ports that are exposed by this service.",
+            Computed::ServicePorts,
+        ),
+        CORE_AGE,
+        PrinterColumn::printed(
+            "Selector",
+            "Route service traffic to pods with label keys and values matching this selector.",
+            Computed::ServiceSelector,
+        )
+        .wide(),
+    ],
+    status_subresource: false,
+    description: "Service names where requests for an ingress, a route or a revision go, as Knative's controllers create them on a cluster. A read-only view.",
+    schema: view_schema,
+};
+const EVENT_COLUMNS: &[PrinterColumn] = &[
+    PrinterColumn::printed(
+        "Last Seen",
+        "The time at which the most recent occurrence of this event was recorded.",
+        Computed::EventLastSeen,
+    ),
+    PrinterColumn::field("Type", "Type of this event (Normal, Warning), new types could be added in the future", ".type"),
+    PrinterColumn::field("Reason", "This should be a short, machine understandable string that gives the reason for the transition into the object's current status.", ".reason"),
+    PrinterColumn::printed(
+        "Object",
+        "The object that this event is about.",
+        Computed::EventObject,
+    ),
+    PrinterColumn::field("Subobject", "If referring to a piece of an object instead of an entire object, this string should contain a valid JSON/Go field access statement.", ".involvedObject.fieldPath").wide(),
+    PrinterColumn::printed(
+        "Source",
+        "The component reporting this event.",
+        Computed::EventSource,
+    )
+    .wide(),
+    PrinterColumn::field("Message", "A human-readable description of the status of this operation.", ".message"),
+    PrinterColumn::printed(
+        "First Seen",
+        "The time at which the event was first recorded.",
+        Computed::EventFirstSeen,
+    )
+    .wide(),
+    PrinterColumn::printed(
+        "Count",
+        "The number of times this event has occurred.",
+        Computed::EventCount,
+    )
+    .wide(),
+    PrinterColumn {
+        format: "name",
+        ..PrinterColumn::printed(
+            "Name",
+            "Name must be unique within a namespace.",
+            Computed::Name,
+        )
+        .wide()
+    },
+];
+pub const EVENT: ResourceKind = ResourceKind {
+    kind: "Event",
+    plural: "events",
+    singular: "event",
+    short_names: &["ev"],
+    group: "",
+    version: "v1",
+    namespaced: true,
+    categories: &[],
+    printer_columns: EVENT_COLUMNS,
+    status_subresource: false,
+    description: "Event is a report of something that happened to an object, recorded by wisp's controllers where Knative's and the kubelet record theirs. Kept in memory for an hour.",
+    schema: view_schema,
+};
+/// The same events in `events.k8s.io/v1`'s shape (`regarding`, `note`, `series`).
+pub const EVENT_V1: ResourceKind = ResourceKind {
+    group: "events.k8s.io",
+    short_names: &[],
+    ..EVENT
+};
+pub const SERVERLESS_SERVICE: ResourceKind = ResourceKind {
+    kind: "ServerlessService",
+    plural: "serverlessservices",
+    singular: "serverlessservice",
+    short_names: &["sks"],
+    group: "networking.internal.knative.dev",
+    version: "v1alpha1",
+    namespaced: true,
+    categories: &["knative-internal", "networking"],
+    printer_columns: &[
+        PrinterColumn::string("Mode", ".spec.mode"),
+        PrinterColumn::integer("Activators", ".spec.numActivators"),
+        PrinterColumn::string("ServiceName", ".status.serviceName"),
+        PrinterColumn::string("PrivateServiceName", ".status.privateServiceName"),
+        READY,
+        REASON,
+    ],
+    status_subresource: false,
+    description: "ServerlessService is a proxy for the K8s service objects containing the endpoints for the revision, whether those are endpoints of the activator or revision pods. In wisp, a read-only view of whether the activator is in a revision's path (mode Proxy) or not (Serve).",
+    schema: view_schema,
+};
+pub const INGRESS: ResourceKind = ResourceKind {
+    kind: "Ingress",
+    plural: "ingresses",
+    singular: "ingress",
+    short_names: &["kingress", "king"],
+    group: "networking.internal.knative.dev",
+    version: "v1alpha1",
+    namespaced: true,
+    categories: &["knative-internal", "networking"],
+    printer_columns: &[READY, REASON],
+    status_subresource: false,
+    description: "Ingress is a collection of rules that allow inbound connections to reach the endpoints defined by a backend. In wisp, a read-only view of the hosts, splits and tags wisp's ingress routes a Route's requests by.",
+    schema: view_schema,
+};
+
+/// The views: kinds wisp shows from what runs, held in memory and never stored.
+pub const VIEWS: [&ResourceKind; 7] = [
+    &POD,
+    &DEPLOYMENT,
+    &CORE_SERVICE,
+    &EVENT,
+    &EVENT_V1,
+    &SERVERLESS_SERVICE,
+    &INGRESS,
+];
+
 /// The Knative kinds, in the order `wisp get all` prints them.
 pub const ALL: [&ResourceKind; 5] = [&SERVICE, &CONFIGURATION, &REVISION, &ROUTE, &POD_AUTOSCALER];
 
 /// The core (`/api/v1`) kinds wisp serves.
 pub const CORE: [&ResourceKind; 3] = [&NAMESPACE, &SECRET, &CONFIG_MAP];
 
-/// Every served kind: the core kinds, then the Knative ones.
+/// Every served kind: the stored core kinds, the Knative ones, then the views (so that a
+/// name two kinds share — `services` — finds Knative's first, as `wisp get` means it).
 pub fn served() -> impl Iterator<Item = &'static ResourceKind> {
-    CORE.into_iter().chain(ALL)
+    CORE.into_iter().chain(ALL).chain(VIEWS)
 }
 
 /// Finds a kind by any name a user may type: plural, singular, short name, Kind, or the
@@ -440,7 +924,15 @@ mod tests {
         }
         assert!(lookup("configmaps.serving.knative.dev").is_none());
         assert_eq!(by_plural("", "secrets").map(|k| k.kind), Some("Secret"));
-        assert!(lookup("pods").is_none());
+        assert_eq!(lookup("pods").map(|k| k.kind), Some("Pod"));
+        assert_eq!(lookup("svc").map(|k| k.group), Some(""));
+        assert_eq!(
+            lookup("services").map(|k| k.group),
+            Some("serving.knative.dev")
+        );
+        assert_eq!(lookup("sks").map(|k| k.kind), Some("ServerlessService"));
+        assert_eq!(lookup("kingress").map(|k| k.kind), Some("Ingress"));
+        assert_eq!(lookup("deploy").map(|k| k.group), Some("apps"));
         assert!(lookup("services.apps").is_none());
     }
 }
@@ -457,5 +949,27 @@ mod core_tests {
         assert_eq!(NAMESPACE.qualified(), "namespace");
         assert_eq!(SERVICE.api_prefix(), "/apis/serving.knative.dev/v1");
         assert_eq!(SERVICE.store_key(), "services.serving.knative.dev");
+        assert_eq!(DEPLOYMENT.openapi_name(), "io.k8s.api.apps.v1.Deployment");
+        assert_eq!(EVENT_V1.openapi_name(), "io.k8s.api.events.v1.Event");
+        assert_eq!(
+            SERVERLESS_SERVICE.openapi_name(),
+            "dev.knative.internal.networking.v1alpha1.ServerlessService"
+        );
+        assert_eq!(POD.store_key(), "pods");
+        assert_eq!(DEPLOYMENT.store_key(), "deployments.apps");
+    }
+
+    #[test]
+    fn views_and_their_verbs() {
+        for k in VIEWS {
+            assert!(k.is_view(), "{}", k.kind);
+        }
+        for k in CORE.into_iter().chain(ALL) {
+            assert!(!k.is_view(), "{}", k.kind);
+        }
+        assert_eq!(POD.verbs(), ["delete", "get", "list", "watch"]);
+        assert_eq!(DEPLOYMENT.verbs(), ["get", "list", "watch"]);
+        assert!(!NAMESPACE.verbs().contains(&"deletecollection"));
+        assert!(SECRET.verbs().contains(&"deletecollection"));
     }
 }

@@ -29,6 +29,22 @@ fn namespace_kind() -> &'static ResourceKind {
     kinds::CORE[0]
 }
 
+// === /api/v1/namespaces/{ns}/{plural}/{name}/{subresource} ===
+
+/// A namespaced core kind's subresource: a Pod's `log` and `status`.
+pub async fn get_subresource(
+    st: State<ApiState>,
+    Path((ns, plural, name, sub)): Path<(String, String, String, String)>,
+    q: Params,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    match (plural.as_str(), sub.as_str()) {
+        ("pods", "log") => crate::logs::pod_log(st, Path((ns, name)), q).await,
+        ("pods", "status") => crate::views::get_pod_status(st, Path((ns, name)), q, headers).await,
+        _ => Err(ApiError::path_not_found()),
+    }
+}
+
 // === /api/v1/{plural}: every namespace's objects ===
 
 pub async fn list_all(

@@ -20,25 +20,27 @@ use crate::{
     negotiate::{self, DiscoveryForm},
 };
 
-/// The verbs every served kind supports, in the order kube lists a CRD's verbs.
-pub const VERBS: &[&str] = &[
-    "delete",
-    "deletecollection",
-    "get",
-    "list",
-    "patch",
-    "create",
-    "update",
-    "watch",
-];
-
-/// A kind's verbs: Namespaces have no deletecollection, in kube-apiserver as here.
+/// A kind's verbs ([`ResourceKind::verbs`]).
 fn verbs(k: &ResourceKind) -> Vec<&'static str> {
-    VERBS
-        .iter()
-        .copied()
-        .filter(|v| !(k.kind == "Namespace" && *v == "deletecollection"))
-        .collect()
+    k.verbs().to_vec()
+}
+
+/// The served kinds of the core group (`/api/v1`): the stored ones, then the views.
+pub fn core_kinds() -> impl Iterator<Item = &'static ResourceKind> {
+    kinds::CORE
+        .into_iter()
+        .chain(kinds::VIEWS.into_iter().filter(|k| k.is_core()))
+}
+
+/// The served kinds of the named groups (`/apis`).
+fn group_kinds() -> impl Iterator<Item = &'static ResourceKind> {
+    kinds::served().filter(|k| !k.is_core())
+}
+
+/// Whether a group is one of kube's own (no dot, or under `k8s.io`): kube-apiserver lists
+/// those before the groups of CRDs.
+fn builtin_group(group: &str) -> bool {
+    !group.contains('.') || group.ends_with(".k8s.io")
 }
 
 /// The verbs of the `status` subresource.
@@ -74,10 +76,14 @@ pub fn version_info() -> Value {
     })
 }
 
-/// The served groups, each with its versions, in [`kinds::ALL`] order.
+/// The served groups, each with its versions: kube's own groups first, then Knative's, in
+/// [`kinds::served`] order.
 pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&'static str, Vec<&'static str>)> = Vec::new();
-    for k in kinds::ALL {
+    let builtin_first = group_kinds()
+        .filter(|k| builtin_group(k.group))
+        .chain(group_kinds().filter(|k| !builtin_group(k.group)));
+    for k in builtin_first {
         match out.iter_mut().find(|(g, _)| *g == k.group) {
             Some((_, versions)) => {
                 if !versions.contains(&k.version) {
@@ -91,9 +97,7 @@ pub fn groups() -> Vec<(&'static str, Vec<&'static str>)> {
 }
 
 fn kinds_of(group: &str, version: &str) -> impl Iterator<Item = &'static ResourceKind> {
-    kinds::ALL
-        .into_iter()
-        .filter(move |k| k.group == group && k.version == version)
+    group_kinds().filter(move |k| k.group == group && k.version == version)
 }
 
 fn group_version(group: &str, version: &str) -> Value {
@@ -159,6 +163,22 @@ fn resource_entries(kinds: impl Iterator<Item = &'static ResourceKind>) -> Vec<V
                 "verbs": STATUS_VERBS,
             }));
         }
+        for sub in k.subresources() {
+            let mut entry = json!({
+                "name": format!("{}/{}", k.plural, sub.name),
+                "singularName": "",
+                "namespaced": k.namespaced,
+                "kind": sub.kind,
+                "verbs": sub.verbs,
+            });
+            // A subresource answering as another group's kind names it (`autoscaling/v1`
+            // Scale), as kube lists `deployments/scale`.
+            if sub.group != k.group {
+                entry["group"] = sub.group.into();
+                entry["version"] = sub.version.into();
+            }
+            resources.push(entry);
+        }
     }
     resources
 }
@@ -168,7 +188,7 @@ pub fn core_resource_list() -> Value {
     json!({
         "kind": "APIResourceList",
         "groupVersion": "v1",
-        "resources": resource_entries(kinds::CORE.into_iter()),
+        "resources": resource_entries(core_kinds()),
     })
 }
 
@@ -206,16 +226,28 @@ fn resource_discovery(k: &ResourceKind) -> Value {
         "verbs": verbs(k),
         "shortNames": k.short_names,
         "categories": k.categories,
-        "subresources": if k.status_subresource {
-            json!([{
-                "subresource": "status",
-                "responseKind": gvk(k.group, k.version, k.kind),
-                "verbs": STATUS_VERBS,
-            }])
-        } else {
-            json!([])
-        },
+        "subresources": subresource_discovery(k),
     })
+}
+
+/// `APIResourceDiscovery.subresources` of a kind.
+fn subresource_discovery(k: &ResourceKind) -> Vec<Value> {
+    let mut subs = Vec::new();
+    if k.status_subresource {
+        subs.push(json!({
+            "subresource": "status",
+            "responseKind": gvk(k.group, k.version, k.kind),
+            "verbs": STATUS_VERBS,
+        }));
+    }
+    for sub in k.subresources() {
+        subs.push(json!({
+            "subresource": sub.name,
+            "responseKind": gvk(sub.group, sub.version, sub.kind),
+            "verbs": sub.verbs,
+        }));
+    }
+    subs
 }
 
 fn discovery_list(api_version: &str, items: Vec<Value>) -> Value {
@@ -250,7 +282,7 @@ pub fn aggregated_apis(api_version: &str) -> Value {
 
 /// Aggregated discovery of `/api`: the core group, `v1`, and its kinds.
 pub fn aggregated_core(api_version: &str) -> Value {
-    let resources: Vec<Value> = kinds::CORE.into_iter().map(resource_discovery).collect();
+    let resources: Vec<Value> = core_kinds().map(resource_discovery).collect();
     discovery_list(
         api_version,
         vec![group_discovery(
@@ -354,15 +386,19 @@ mod tests {
         assert_eq!(
             groups(),
             vec![
+                ("apps", vec!["v1"]),
+                ("events.k8s.io", vec!["v1"]),
                 ("serving.knative.dev", vec!["v1"]),
                 ("autoscaling.internal.knative.dev", vec!["v1alpha1"]),
+                ("networking.internal.knative.dev", vec!["v1alpha1"]),
             ]
         );
         let list = api_group_list();
         assert_eq!(list["kind"], "APIGroupList");
-        assert_eq!(list["groups"][0]["name"], "serving.knative.dev");
+        assert_eq!(list["groups"][0]["name"], "apps");
+        assert_eq!(list["groups"][2]["name"], "serving.knative.dev");
         assert_eq!(
-            list["groups"][0]["preferredVersion"],
+            list["groups"][2]["preferredVersion"],
             json!({"groupVersion": "serving.knative.dev/v1", "version": "v1"})
         );
         assert!(list["groups"][0].get("kind").is_none());
@@ -407,7 +443,7 @@ mod tests {
         }
         let svc = &api_resource_list("serving.knative.dev", "v1")["resources"][0];
         assert_eq!(svc["categories"], json!(["all", "knative", "serving"]));
-        assert_eq!(svc["verbs"], json!(VERBS));
+        assert_eq!(svc["verbs"], json!(kinds::SERVICE.verbs()));
         assert_eq!(
             api_resource_list("serving.knative.dev", "v2")["resources"],
             json!([])
@@ -420,8 +456,30 @@ mod tests {
         assert_eq!(d["kind"], "APIGroupDiscoveryList");
         assert_eq!(d["apiVersion"], "apidiscovery.k8s.io/v2");
         let items = d["items"].as_array().unwrap();
-        assert_eq!(items.len(), 2);
-        assert_eq!(items[0]["metadata"]["name"], "serving.knative.dev");
+        let names: Vec<&str> = items
+            .iter()
+            .map(|i| i["metadata"]["name"].as_str().unwrap())
+            .collect();
+        // kube's own groups first, then Knative's.
+        assert_eq!(
+            names,
+            [
+                "apps",
+                "events.k8s.io",
+                "serving.knative.dev",
+                "autoscaling.internal.knative.dev",
+                "networking.internal.knative.dev"
+            ]
+        );
+        let apps = &items[0]["versions"][0]["resources"][0];
+        assert_eq!(apps["resource"], "deployments");
+        assert_eq!(apps["verbs"], json!(["get", "list", "watch"]));
+        assert_eq!(apps["subresources"][0]["subresource"], "scale");
+        assert_eq!(
+            apps["subresources"][0]["responseKind"],
+            json!({"group": "autoscaling", "version": "v1", "kind": "Scale"})
+        );
+        let items = &items[2..];
         let v1 = &items[0]["versions"][0];
         assert_eq!(v1["version"], "v1");
         assert_eq!(v1["freshness"], "Current");
@@ -442,6 +500,15 @@ mod tests {
 
         let core = aggregated_core("v2beta1");
         assert_eq!(core["apiVersion"], "apidiscovery.k8s.io/v2beta1");
+        let pods = core["items"][0]["versions"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resource"] == "pods")
+            .unwrap()
+            .clone();
+        assert_eq!(pods["verbs"], json!(["delete", "get", "list", "watch"]));
+        assert_eq!(pods["subresources"][0]["subresource"], "log");
         assert!(core["items"][0]["metadata"].get("name").is_none());
         assert_eq!(core["items"][0]["versions"][0]["version"], "v1");
     }
@@ -464,7 +531,16 @@ mod tests {
             .collect();
         assert_eq!(
             names,
-            ["namespaces", "namespaces/status", "secrets", "configmaps"]
+            [
+                "namespaces",
+                "namespaces/status",
+                "secrets",
+                "configmaps",
+                "pods",
+                "pods/log",
+                "services",
+                "events"
+            ]
         );
         assert_eq!(core["resources"][0]["namespaced"], false);
         assert_eq!(core["resources"][0]["shortNames"], json!(["ns"]));

@@ -78,7 +78,7 @@ pub(crate) fn ok(code: StatusCode, object: Value, warnings: &[String]) -> Respon
 
 /// How a read answers: plain objects, or a Table with its `includeObject`.
 #[derive(Clone, Copy)]
-enum ReadForm {
+pub(crate) enum ReadForm {
     Json,
     Table {
         version: &'static str,
@@ -88,13 +88,60 @@ enum ReadForm {
 
 /// Negotiates a read's form from `Accept` and `includeObject` (only read for Tables, as
 /// kube reads `TableOptions` only then).
-fn read_form(headers: &HeaderMap, q: &HashMap<String, String>) -> Result<ReadForm, ApiError> {
+pub(crate) fn read_form(
+    headers: &HeaderMap,
+    q: &HashMap<String, String>,
+) -> Result<ReadForm, ApiError> {
     Ok(match negotiate::object_form(negotiate::accept(headers))? {
         ObjectForm::Json => ReadForm::Json,
         ObjectForm::Table(version) => ReadForm::Table {
             version,
             include: Include::parse(q.get("includeObject").map(String::as_str))?,
         },
+    })
+}
+
+/// A watch's starting resourceVersion: None (`""`, `"0"`) starts with the current
+/// objects.
+pub(crate) fn watch_from(q: &HashMap<String, String>) -> Result<Option<u64>, ApiError> {
+    Ok(match q.get("resourceVersion").map(String::as_str) {
+        None | Some("") | Some("0") => None,
+        Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!(
+                "invalid resourceVersion {rv:?}: must be an integer"
+            ))
+        })?),
+    })
+}
+
+/// A watch's options (`timeoutSeconds`, Tables, `allowWatchBookmarks`), checked as kube
+/// checks them.
+pub(crate) fn watch_options(
+    kind: &'static ResourceKind,
+    form: ReadForm,
+    q: &HashMap<String, String>,
+) -> Result<watch::Options, ApiError> {
+    let timeout = match q.get("timeoutSeconds") {
+        Some(t) => Some(t.parse::<u64>().map_err(|_| {
+            ApiError::bad_request(format!("invalid timeoutSeconds {t:?}: must be an integer"))
+        })?),
+        None => None,
+    };
+    let table = match form {
+        ReadForm::Json => None,
+        ReadForm::Table { version, include } => {
+            Some(watch::TableWatch::new(kind, include, version)?)
+        }
+    };
+    crate::listing::validate_watch(q)?;
+    let bookmarks = matches!(
+        q.get("allowWatchBookmarks").map(String::as_str),
+        Some("true" | "1")
+    );
+    Ok(watch::Options {
+        timeout,
+        table,
+        bookmarks,
     })
 }
 
@@ -117,6 +164,9 @@ pub(crate) async fn get_in(
     q: HashMap<String, String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    if kind.is_view() {
+        return crate::views::get(st, kind, ns, name, q, headers).await;
+    }
     let form = read_form(&headers, &q)?;
     let res = resource(kind);
     let obj = blocking(move || {
@@ -134,7 +184,7 @@ pub(crate) async fn get_in(
                 .as_str()
                 .unwrap_or("")
                 .to_string();
-            let table = Layout::of(kind)?.table(vec![obj], &rv, include, version);
+            let table = Layout::of(kind)?.table([&obj], &rv, include, version);
             Ok(ok(StatusCode::OK, table, &[]))
         }
     }
@@ -176,39 +226,16 @@ pub(crate) async fn list_or_watch(
     q: HashMap<String, String>,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
+    if kind.is_view() {
+        return crate::views::list_or_watch(st, kind, ns, q, headers).await;
+    }
     let form = read_form(headers, &q)?;
     let selector = label_selector(&q)?;
-    let fields = field_selector(&q)?;
+    let fields = field_selector(kind, &q)?;
     if matches!(q.get("watch").map(String::as_str), Some("true" | "1")) {
-        let from = match q.get("resourceVersion").map(String::as_str) {
-            None | Some("") | Some("0") => None,
-            Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
-                ApiError::bad_request(format!(
-                    "invalid resourceVersion {rv:?}: must be an integer"
-                ))
-            })?),
-        };
-        let timeout = match q.get("timeoutSeconds") {
-            Some(t) => Some(t.parse::<u64>().map_err(|_| {
-                ApiError::bad_request(format!("invalid timeoutSeconds {t:?}: must be an integer"))
-            })?),
-            None => None,
-        };
-        let table = match form {
-            ReadForm::Json => None,
-            ReadForm::Table { version, include } => {
-                Some(watch::TableWatch::new(kind, include, version)?)
-            }
-        };
-        crate::listing::validate_watch(&q)?;
-        let bookmarks = matches!(
-            q.get("allowWatchBookmarks").map(String::as_str),
-            Some("true" | "1")
-        );
-        return watch::serve(
-            st, kind, ns, selector, fields, from, timeout, table, bookmarks,
-        )
-        .await;
+        let from = watch_from(&q)?;
+        let opts = watch_options(kind, form, &q)?;
+        return watch::serve(st, kind, ns, selector, fields, from, opts).await;
     }
     let res = resource(kind);
     let params = crate::listing::parse(&q)?;
@@ -221,40 +248,15 @@ pub(crate) async fn list_or_watch(
         if !fields.is_empty() {
             items.retain(|o| fields.matches(o));
         }
-        if let Some(n) = params.not_older_than
-            && n > rv
-        {
-            return Err(listing::too_large(n, rv));
-        }
-        if params.exact.is_some_and(|n| n != rv) {
-            return Err(listing::exact_expired());
-        }
-        let mut list_rv = rv;
-        if let Some((token_rv, start)) = &params.resume {
-            // A token whose resourceVersion the event history no longer reaches is
-            // stale, as kube's compacted snapshot is.
-            if let Err(StoreError::Gone { .. }) =
-                st.store.events_since(*token_rv, Some(&res), None, 1)
-            {
-                return Err(listing::continue_expired());
-            }
-            let start = listing::split_key(start);
-            items.retain(|o| listing::key(o) > start);
-            list_rv = *token_rv;
-        }
-        let mut meta = json!({"resourceVersion": list_rv.to_string()});
-        if let Some(limit) = params.limit
-            && items.len() > limit
-        {
-            let remaining = items.len() - limit;
-            items.truncate(limit);
-            let (lns, lname) = items.last().map(listing::key).unwrap_or_default();
-            meta["continue"] = listing::encode_continue(list_rv, &format!("{lns}/{lname}")).into();
-            // The etcd3 store counts the rest only for unfiltered lists.
-            if !filtered {
-                meta["remainingItemCount"] = remaining.into();
-            }
-        }
+        // A token whose resourceVersion the event history no longer reaches is stale, as
+        // kube's compacted snapshot is.
+        let meta = listing::page(&mut items, rv, &params, filtered, |token_rv| {
+            !matches!(
+                st.store.events_since(token_rv, Some(&res), None, 1),
+                Err(StoreError::Gone { .. })
+            )
+        })?;
+        let list_rv = meta["resourceVersion"].as_str().unwrap_or("").to_string();
         let list = match form {
             ReadForm::Json => json!({
                 "apiVersion": kind.api_version(),
@@ -263,7 +265,7 @@ pub(crate) async fn list_or_watch(
                 "items": items,
             }),
             ReadForm::Table { version, include } => {
-                let mut t = Layout::of(kind)?.table(items, &list_rv.to_string(), include, version);
+                let mut t = Layout::of(kind)?.table(&items, &list_rv.to_string(), include, version);
                 t["metadata"] = meta;
                 t
             }
@@ -369,6 +371,9 @@ pub(crate) async fn create_in(
     req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
+    if kind.is_view() {
+        return Err(crate::views::read_only(kind));
+    }
     let opts = req.options(Verb::Create)?;
     let lifecycle_ns = ns.clone();
     // Decoded and admitted on the CPU pool, before the write joins a batch (which holds
@@ -644,6 +649,9 @@ pub(crate) async fn replace_in(
     req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
+    if kind.is_view() {
+        return Err(crate::views::read_only(kind));
+    }
     let opts = req.options(Verb::Update)?;
     let (obj, warnings) = decode_named(
         &st,
@@ -692,6 +700,9 @@ pub(crate) async fn patch_in(
     req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
+    if kind.is_view() {
+        return Err(crate::views::read_only(kind));
+    }
     let ct = body::content_type(&req.headers);
     let ptype = patch::patch_type(kind, &ct)?;
     let opts = req.options(Verb::Patch {
@@ -971,6 +982,9 @@ pub(crate) async fn replace_status_in(
     req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
+    if kind.is_view() {
+        return Err(crate::views::read_only(kind));
+    }
     let opts = req.options(Verb::Update)?;
     let (obj, _) = decode_named(
         &st,
@@ -1013,6 +1027,9 @@ pub(crate) async fn patch_status_in(
     req: WriteReq,
     body: Body,
 ) -> Result<Response, ApiError> {
+    if kind.is_view() {
+        return Err(crate::views::read_only(kind));
+    }
     let ct = body::content_type(&req.headers);
     let ptype = patch::patch_type(kind, &ct)?;
     if ptype == PatchType::Apply {
@@ -1178,6 +1195,9 @@ pub(crate) async fn delete_in(
     body: Body,
 ) -> Result<Response, ApiError> {
     let opts = delete_options(&st, &req, body).await?;
+    if kind.is_view() {
+        return crate::views::delete(st, kind, ns, name, opts.dry_run).await;
+    }
     if *kind == kinds::NAMESPACE && !opts.dry_run {
         return crate::namespaces::delete(st, name).await;
     }
@@ -1249,9 +1269,12 @@ pub(crate) async fn delete_collection_in(
         // kube-apiserver serves no deletecollection for namespaces either.
         return Err(ApiError::method_not_allowed());
     }
+    if kind.is_view() {
+        return Err(crate::views::read_only(kind));
+    }
     let opts = delete_options(&st, &req, body).await?;
     let selector = label_selector(&req.q)?;
-    let names = field_selector(&req.q)?;
+    let names = field_selector(kind, &req.q)?;
     let res = resource(kind);
     write(st, move |st| {
         let (items, _) = st.store.list(&res, ns.as_deref(), selector.as_ref())?;
@@ -1288,7 +1311,9 @@ pub(crate) async fn delete_collection_in(
     .await
 }
 
-fn label_selector(q: &HashMap<String, String>) -> Result<Option<LabelSelector>, ApiError> {
+pub(crate) fn label_selector(
+    q: &HashMap<String, String>,
+) -> Result<Option<LabelSelector>, ApiError> {
     match q.get("labelSelector").filter(|s| !s.is_empty()) {
         Some(s) => Ok(Some(
             LabelSelector::parse(s).map_err(|e| ApiError::bad_request(e.to_string()))?,
@@ -1297,9 +1322,10 @@ fn label_selector(q: &HashMap<String, String>) -> Result<Option<LabelSelector>, 
     }
 }
 
-/// A `fieldSelector` on the fields every kind supports (`metadata.name`,
-/// `metadata.namespace`: `DefaultClusterScopedAttr`/`DefaultNamespaceScopedAttr` in
-/// k8s.io/apiserver/pkg/registry/generic/matcher.go), with `=`, `==` and `!=`.
+/// A `fieldSelector`: `metadata.name` and `metadata.namespace`, which every kind supports
+/// (`DefaultClusterScopedAttr`/`DefaultNamespaceScopedAttr` in
+/// k8s.io/apiserver/pkg/registry/generic/matcher.go), and the kind's own fields
+/// ([`ResourceKind::field_labels`]), with `=`, `==` and `!=`.
 pub(crate) struct FieldSelector(Vec<(String, bool, String)>);
 
 impl FieldSelector {
@@ -1309,17 +1335,25 @@ impl FieldSelector {
 
     pub(crate) fn matches(&self, obj: &Value) -> bool {
         self.0.iter().all(|(field, eq, want)| {
-            let have = match field.as_str() {
-                "metadata.name" => obj["metadata"]["name"].as_str(),
-                _ => obj["metadata"]["namespace"].as_str(),
+            let mut v = obj;
+            for part in field.split('.') {
+                v = &v[part];
             }
-            .unwrap_or("");
-            (have == want) == *eq
+            // Go's field sets hold every value as its string form ("true", "3").
+            let have = match v {
+                Value::String(s) => s.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            };
+            (have == *want) == *eq
         })
     }
 }
 
-pub(crate) fn field_selector(q: &HashMap<String, String>) -> Result<FieldSelector, ApiError> {
+pub(crate) fn field_selector(
+    kind: &ResourceKind,
+    q: &HashMap<String, String>,
+) -> Result<FieldSelector, ApiError> {
     let mut reqs = Vec::new();
     for term in q
         .get("fieldSelector")
@@ -1340,9 +1374,12 @@ pub(crate) fn field_selector(q: &HashMap<String, String>) -> Result<FieldSelecto
             )));
         };
         let field = field.trim();
-        if field != "metadata.name" && field != "metadata.namespace" {
+        if field != "metadata.name"
+            && field != "metadata.namespace"
+            && !kind.field_labels().contains(&field)
+        {
             // The CRD handler's answer (customresource/strategy.go GetAttrs via
-            // fields.Selector.Transform).
+            // fields.Selector.Transform); kube's own kinds answer the same.
             return Err(ApiError::bad_request(format!(
                 "field label not supported: {field}"
             )));

@@ -31,8 +31,10 @@ pub mod negotiate;
 mod openapi;
 pub mod params;
 pub mod patch;
+pub mod printers;
 pub mod protobuf;
 pub mod table;
+mod views;
 mod watch;
 
 use std::sync::Arc;
@@ -76,6 +78,9 @@ pub struct ApiState {
     pub inflight: inflight::InFlight,
     /// Bytes of request bodies buffered at once, across all requests.
     pub body_budget: inflight::BodyBudget,
+    /// What runs, as Kubernetes objects (Pods, Deployments, Services, Events, SKS,
+    /// KIngress), served read-only from memory.
+    pub views: wisp_views::Views,
 }
 
 impl ApiState {
@@ -128,6 +133,10 @@ pub fn router(state: ApiState) -> Router {
                 .patch(core_routes::patch)
                 .delete(core_routes::delete),
         )
+        .route(
+            "/api/v1/namespaces/{ns}/{plural}/{name}/{subresource}",
+            get(core_routes::get_subresource),
+        )
         .route("/api/v1/{plural}", get(core_routes::list_all))
         // OpenAPI (openapi.rs): what `kubectl explain` and client-side validation read.
         .route("/openapi/v2", get(openapi::v2))
@@ -162,6 +171,13 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/log",
             get(logs::logs),
+        )
+        // A Deployment's scale (`kubectl scale deploy`): read, never written.
+        .route(
+            "/apis/apps/v1/namespaces/{ns}/deployments/{name}/scale",
+            get(views::get_scale)
+                .put(views::write_scale)
+                .patch(views::write_scale),
         )
         .fallback(|| async { ApiError::path_not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })

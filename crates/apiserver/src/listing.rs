@@ -225,6 +225,51 @@ pub fn exact_expired() -> ApiError {
     )
 }
 
+/// Cuts a list (`items`, in key order, as of resourceVersion `rv`) to what its parameters
+/// ask — the resourceVersion checks, the `continue` token's start, the `limit` — and
+/// returns its `ListMeta` (resourceVersion, continue, remainingItemCount), as the etcd3
+/// store's `GetList` answers. `reachable` says whether a token's resourceVersion is still
+/// in the history (a token older than it is 410 Expired); `filtered` lists (by a
+/// selector) get no remaining count, as etcd's.
+pub fn page<T: std::borrow::Borrow<Value>>(
+    items: &mut Vec<T>,
+    rv: u64,
+    params: &ListParams,
+    filtered: bool,
+    reachable: impl FnOnce(u64) -> bool,
+) -> Result<Value, ApiError> {
+    if let Some(n) = params.not_older_than
+        && n > rv
+    {
+        return Err(too_large(n, rv));
+    }
+    if params.exact.is_some_and(|n| n != rv) {
+        return Err(exact_expired());
+    }
+    let mut list_rv = rv;
+    if let Some((token_rv, start)) = &params.resume {
+        if !reachable(*token_rv) {
+            return Err(continue_expired());
+        }
+        let start = split_key(start);
+        items.retain(|o| key(o.borrow()) > start);
+        list_rv = *token_rv;
+    }
+    let mut meta = json!({"resourceVersion": list_rv.to_string()});
+    if let Some(limit) = params.limit
+        && items.len() > limit
+    {
+        let remaining = items.len() - limit;
+        items.truncate(limit);
+        let (lns, lname) = items.last().map(|o| key(o.borrow())).unwrap_or_default();
+        meta["continue"] = encode_continue(list_rv, &format!("{lns}/{lname}")).into();
+        if !filtered {
+            meta["remainingItemCount"] = remaining.into();
+        }
+    }
+    Ok(meta)
+}
+
 /// The key a list is sorted by: (namespace, name), as the store sorts.
 pub fn key(obj: &Value) -> (&str, &str) {
     (

@@ -74,11 +74,16 @@ fn new_namespace(name: &str) -> Value {
     })
 }
 
-/// Namespaces that always exist and cannot be deleted (kube's `default`, and Knative's
-/// system namespace, which holds the live configuration).
-pub const SYSTEM: [&str; 2] = [DEFAULT_NAMESPACE, wisp_api::config::NAMESPACE];
+/// Namespaces that always exist and cannot be deleted: kube's `default`, Knative's system
+/// namespace (it holds the live configuration) and the one the ingress gateway's Services
+/// are shown in (`wisp_views::ingress`).
+pub const SYSTEM: [&str; 3] = [
+    DEFAULT_NAMESPACE,
+    wisp_api::config::NAMESPACE,
+    wisp_views::ingress::NAMESPACE,
+];
 
-/// At startup: `default` and `knative-serving` exist, every namespace that holds objects (a store from before
+/// At startup: the [`SYSTEM`] namespaces exist, every namespace that holds objects (a store from before
 /// Namespaces were objects) gets its Namespace, and a deletion a previous run did not finish
 /// is finished.
 pub fn bootstrap(store: &Store) -> Result<(), StoreError> {
@@ -228,9 +233,12 @@ mod tests {
             .iter()
             .map(|n| n["metadata"]["name"].as_str().unwrap())
             .collect();
-        assert_eq!(names, ["default", "knative-serving", "legacy"]);
-        assert_eq!(all[2]["status"]["phase"], "Active");
-        assert_eq!(all[2]["spec"]["finalizers"], json!(["kubernetes"]));
+        assert_eq!(
+            names,
+            ["default", "knative-serving", "kourier-system", "legacy"]
+        );
+        assert_eq!(all[3]["status"]["phase"], "Active");
+        assert_eq!(all[3]["spec"]["finalizers"], json!(["kubernetes"]));
         assert!(store.get(&svc, "gone", "b").unwrap().is_none());
         assert!(store.get(&svc, "legacy", "a").unwrap().is_some());
         // Idempotent.

@@ -83,11 +83,10 @@ fn docs() -> &'static Docs {
 /// Every served group-version (`api/v1`, `apis/{group}/{version}`) with its kinds.
 fn group_versions() -> Vec<(String, Vec<&'static ResourceKind>)> {
     let mut out: Vec<(String, Vec<&'static ResourceKind>)> =
-        vec![("api/v1".to_string(), kinds::CORE.to_vec())];
+        vec![("api/v1".to_string(), discovery::core_kinds().collect())];
     for (group, versions) in discovery::groups() {
         for version in versions {
-            let ks = kinds::ALL
-                .into_iter()
+            let ks = kinds::served()
                 .filter(|k| k.group == group && k.version == version)
                 .collect();
             out.push((format!("apis/{group}/{version}"), ks));
@@ -462,7 +461,7 @@ fn paths_of(k: &ResourceKind) -> Vec<(String, Vec<&'static str>, Vec<Op>)> {
     };
     let prefix = k.api_prefix();
     let plural = k.plural;
-    let mut out = Vec::new();
+    let mut out: Vec<(String, Vec<&'static str>, Vec<Op>)> = Vec::new();
     if k.namespaced {
         out.push((
             format!("{prefix}/namespaces/{{namespace}}/{plural}"),
@@ -509,6 +508,19 @@ fn paths_of(k: &ResourceKind) -> Vec<(String, Vec<&'static str>, Vec<Op>)> {
             ));
         }
     }
+    // Only the verbs the kind serves (a view's reads; a Pod's delete).
+    let verbs = k.verbs();
+    for (_, _, ops) in &mut out {
+        ops.retain(|o| {
+            let verb = match o.action {
+                "post" => "create",
+                "put" => "update",
+                other => other,
+            };
+            verbs.contains(&verb)
+        });
+    }
+    out.retain(|(_, _, ops)| !ops.is_empty());
     out
 }
 
@@ -629,7 +641,7 @@ fn v2_document() -> Value {
     let reference = "#/definitions/";
     let mut definitions = Map::new();
     let mut paths = Map::new();
-    for k in kinds::CORE.into_iter().chain(kinds::ALL) {
+    for k in kinds::served() {
         definitions.insert(k.openapi_name(), to_v2_schema(kind_schema(k)));
         definitions.insert(
             format!("{}List", k.openapi_name()),

@@ -53,7 +53,11 @@ impl Include {
 /// A kind's table layout: the columns and their parsed paths.
 pub struct Layout {
     columns: &'static [PrinterColumn],
-    paths: Vec<JsonPath>,
+    /// Each column's path (None for a computed cell).
+    paths: Vec<Option<JsonPath>>,
+    /// Whether the implicit `Name` column comes first: every kind's but those whose
+    /// columns place the name themselves (kube prints an Event's name last, in `-o wide`).
+    name_first: bool,
 }
 
 impl Layout {
@@ -65,22 +69,34 @@ impl Layout {
         };
         let paths = columns
             .iter()
-            .map(|c| JsonPath::parse(c.json_path))
+            .map(|c| match c.computed {
+                Some(_) => Ok(None),
+                None => JsonPath::parse(c.json_path).map(Some),
+            })
             .collect::<Result<Vec<_>, _>>()
             // The columns are compiled in: a bad path is a bug, but still no panic.
             .map_err(|e| ApiError::internal(e.to_string()))?;
-        Ok(Layout { columns, paths })
+        let name_first = !columns.iter().any(|c| c.computed == Some(Computed::Name));
+        Ok(Layout {
+            columns,
+            paths,
+            name_first,
+        })
     }
 
-    /// `columnDefinitions`: `Name` first, then the kind's columns.
+    /// `columnDefinitions`: `Name` first (unless the kind places it), then the kind's
+    /// columns.
     pub fn column_definitions(&self) -> Vec<Value> {
-        let mut defs = vec![json!({
-            "name": "Name",
-            "type": "string",
-            "format": "name",
-            "description": NAME_DESCRIPTION,
-            "priority": 0,
-        })];
+        let mut defs = Vec::with_capacity(self.columns.len() + 1);
+        if self.name_first {
+            defs.push(json!({
+                "name": "Name",
+                "type": "string",
+                "format": "name",
+                "description": NAME_DESCRIPTION,
+                "priority": 0,
+            }));
+        }
         defs.extend(self.columns.iter().map(|c| {
             let description = if c.description.is_empty() {
                 format!(
@@ -104,27 +120,42 @@ impl Layout {
     /// One row's cells: the name, then each column's first match (null when none).
     pub fn cells(&self, obj: &Value) -> Vec<Value> {
         let mut cells = Vec::with_capacity(1 + self.columns.len());
-        cells.push(obj["metadata"]["name"].clone());
+        if self.name_first {
+            cells.push(obj["metadata"]["name"].clone());
+        }
         for (col, path) in self.columns.iter().zip(&self.paths) {
-            if let Some(computed) = col.computed {
-                cells.push(computed_cell(computed, obj));
-                continue;
-            }
-            let cell = path
-                .find(obj)
-                .first()
-                .map_or(Value::Null, |v| cell(col.type_, v));
+            let cell = match (col.computed, path) {
+                (Some(computed), _) => computed_cell(computed, obj),
+                (None, Some(path)) => path
+                    .find(obj)
+                    .first()
+                    .map_or(Value::Null, |v| cell(col.type_, v)),
+                (None, None) => Value::Null,
+            };
             cells.push(cell);
         }
         cells
     }
 
     /// A row with its object as `include` asks.
-    pub fn row(&self, obj: Value, include: Include, table_version: &str) -> Value {
-        let cells = self.cells(&obj);
+    pub fn row(&self, obj: &Value, include: Include, table_version: &str) -> Value {
+        self.row_as(obj, obj, include, table_version)
+    }
+
+    /// A row whose cells come from `printed` and whose object is `shown` (an Event is
+    /// printed from its core/v1 form whichever API it is read through).
+    pub fn row_as(
+        &self,
+        printed: &Value,
+        shown: &Value,
+        include: Include,
+        table_version: &str,
+    ) -> Value {
+        let cells = self.cells(printed);
+        let obj = shown;
         let object = match include {
             Include::None => Value::Null,
-            Include::Object => obj,
+            Include::Object => obj.clone(),
             Include::Metadata => json!({
                 "kind": "PartialObjectMetadata",
                 "apiVersion": format!("meta.k8s.io/{table_version}"),
@@ -135,11 +166,28 @@ impl Layout {
     }
 
     /// The Table of `objects` (one for a get, all for a list).
-    pub fn table(
+    pub fn table<'a>(
         &self,
-        objects: Vec<Value>,
+        objects: impl IntoIterator<Item = &'a Value>,
         resource_version: &str,
         include: Include,
+        table_version: &str,
+    ) -> Value {
+        self.table_of_rows(
+            objects
+                .into_iter()
+                .map(|o| self.row(o, include, table_version))
+                .collect(),
+            resource_version,
+            table_version,
+        )
+    }
+
+    /// A Table of rows already made ([`Layout::row`], [`Layout::row_as`]).
+    pub fn table_of_rows(
+        &self,
+        rows: Vec<Value>,
+        resource_version: &str,
         table_version: &str,
     ) -> Value {
         let mut metadata = Map::new();
@@ -151,16 +199,18 @@ impl Layout {
             "apiVersion": format!("meta.k8s.io/{table_version}"),
             "metadata": metadata,
             "columnDefinitions": self.column_definitions(),
-            "rows": objects
-                .into_iter()
-                .map(|o| self.row(o, include, table_version))
-                .collect::<Vec<_>>(),
+            "rows": rows,
         })
     }
 }
 
-/// A cell kube's core printers compute (`printConfigMap`, `printSecret`, `translateTimestampSince`).
+/// A cell kube's core printers compute (`printConfigMap`, `printSecret`,
+/// `translateTimestampSince`; the workload, Service and Event printers in [`printers`]).
 fn computed_cell(computed: Computed, obj: &Value) -> Value {
+    match computed {
+        Computed::KeyCount(_) | Computed::Age => {}
+        other => return crate::printers::cell(other, obj),
+    }
     match computed {
         Computed::KeyCount(fields) => fields
             .iter()
@@ -171,12 +221,13 @@ fn computed_cell(computed: Computed, obj: &Value) -> Value {
             Some(t) => cell("date", &Value::String(t.into())),
             None => "<unknown>".into(),
         },
+        _ => Value::Null,
     }
 }
 
 /// A cell of a column of `type_`, as the convertor makes it: string columns print the
 /// value as kubectl's JSONPath prints it; the others keep a value of their type, or null.
-fn cell(type_: &str, v: &Value) -> Value {
+pub(crate) fn cell(type_: &str, v: &Value) -> Value {
     match (type_, v) {
         (_, Value::Null) => Value::Null,
         ("string", Value::String(_)) => v.clone(),
@@ -380,7 +431,7 @@ mod tests {
     #[test]
     fn include_object() {
         let layout = Layout::of(&kinds::SERVICE).unwrap();
-        let t = layout.table(vec![service()], "7", Include::Metadata, "v1");
+        let t = layout.table([&service()], "7", Include::Metadata, "v1");
         assert_eq!(t["kind"], "Table");
         assert_eq!(t["apiVersion"], "meta.k8s.io/v1");
         assert_eq!(t["metadata"]["resourceVersion"], "7");
@@ -390,12 +441,12 @@ mod tests {
         assert_eq!(obj["metadata"]["name"], "hello");
         assert!(obj.get("spec").is_none());
 
-        let t = layout.table(vec![service()], "7", Include::Object, "v1");
+        let t = layout.table([&service()], "7", Include::Object, "v1");
         assert_eq!(t["rows"][0]["object"], service());
-        let t = layout.table(vec![service()], "7", Include::None, "v1beta1");
+        let t = layout.table([&service()], "7", Include::None, "v1beta1");
         assert_eq!(t["rows"][0]["object"], Value::Null);
         assert_eq!(t["apiVersion"], "meta.k8s.io/v1beta1");
-        let t = layout.table(vec![], "", Include::None, "v1");
+        let t = layout.table([], "", Include::None, "v1");
         assert_eq!(t["rows"], json!([]));
         assert_eq!(t["metadata"], json!({}));
 
@@ -426,9 +477,13 @@ mod tests {
     fn every_kind_has_parseable_columns() {
         for kind in kinds::served() {
             let layout = Layout::of(kind).unwrap();
+            let named = kind
+                .printer_columns
+                .iter()
+                .any(|c| c.computed == Some(Computed::Name));
             assert_eq!(
                 layout.column_definitions().len(),
-                1 + kind.printer_columns.len()
+                usize::from(!named) + kind.printer_columns.len()
             );
         }
     }

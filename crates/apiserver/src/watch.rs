@@ -4,8 +4,9 @@
 //! The stream is a [`wisp_store::Watch`] (list-then-watch over the store's event log, read on
 //! the blocking pool, asleep while nothing commits), so a watcher never misses or reorders
 //! a change and costs nothing while idle; this module only frames its batches as lines.
+//! A view's watch ([`serve_view`]) reads the view's own event log the same way.
 
-use std::{collections::VecDeque, time::Duration};
+use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use axum::{
     body::Body,
@@ -15,6 +16,7 @@ use axum::{
 use serde_json::Value;
 use wisp_api::kinds::ResourceKind;
 use wisp_store::{LabelSelector, RawEvent, Start, Watch, WatchBatch, WatchSpec};
+use wisp_views::{EventType as ViewEventType, Gone, View, ViewEvent};
 
 use crate::{
     ApiState,
@@ -29,8 +31,72 @@ const BATCH: usize = 256;
 /// How often a watch that allows bookmarks gets one (kube's cacher `bookmarkFrequency`).
 const BOOKMARK_EVERY: Duration = Duration::from_secs(60);
 
+/// Where a watch's events come from: the store's event log (stored kinds) or a view's
+/// (Pods, Deployments, Services, Events, SKS, KIngress).
+enum Feed {
+    Store(Watch<RawEvent>),
+    View(ViewFeed),
+}
+
+/// A watch of a view: an initial list (as synthetic ADDED events) when it starts without
+/// a resourceVersion, then the view's events after its position.
+struct ViewFeed {
+    view: Arc<View>,
+    pos: u64,
+    latest: tokio::sync::watch::Receiver<u64>,
+    initial: Option<Vec<ViewEvent>>,
+    /// The namespace watched (a view's log holds every namespace's events).
+    namespace: Option<String>,
+    /// The label selector (the store filters its own watches; a view's are filtered here).
+    selector: Option<LabelSelector>,
+    /// What clients see of an object (Events read through `events.k8s.io`).
+    shown: Option<fn(&Value) -> Value>,
+}
+
+impl ViewFeed {
+    /// The next events, waiting while there are none; Err when the view's log no longer
+    /// reaches the position.
+    async fn next(&mut self) -> Result<Vec<ViewEvent>, Gone> {
+        if let Some(initial) = self.initial.take() {
+            return Ok(initial);
+        }
+        loop {
+            // Marked seen before reading: a change after the read wakes the wait below.
+            self.latest.borrow_and_update();
+            let events = self.view.events_since(self.pos, BATCH)?;
+            if let Some(last) = events.last() {
+                self.pos = last.resource_version;
+                return Ok(events);
+            }
+            if self.latest.changed().await.is_err() {
+                // The view is gone (the server is stopping): nothing more will come.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+impl Feed {
+    fn position(&self) -> u64 {
+        match self {
+            Feed::Store(w) => w.position(),
+            Feed::View(v) => v.pos,
+        }
+    }
+}
+
+/// A watch's options besides what it selects.
+pub struct Options {
+    /// `timeoutSeconds`.
+    pub timeout: Option<u64>,
+    /// Answer Tables (`kubectl get -w`).
+    pub table: Option<TableWatch>,
+    /// `allowWatchBookmarks`.
+    pub bookmarks: bool,
+}
+
 struct WatchState {
-    watch: Watch<RawEvent>,
+    feed: Feed,
     pending: VecDeque<bytes::Bytes>,
     deadline: Option<tokio::time::Instant>,
     stopping: tokio::sync::watch::Receiver<bool>,
@@ -86,18 +152,24 @@ impl TableWatch {
             // Stored JSON always parses; should it not, the object goes out as stored.
             Err(_) => return raw_line(ev.event_type.as_str(), &ev.object),
         };
-        let rv = obj["metadata"]["resourceVersion"]
+        self.line_of(ev.event_type.as_str(), &obj, &obj)
+    }
+
+    /// The line of one event whose row is printed from `printed` and carries `shown`.
+    fn line_of(&mut self, event_type: &str, printed: &Value, shown: &Value) -> bytes::Bytes {
+        let rv = printed["metadata"]["resourceVersion"]
             .as_str()
             .unwrap_or("")
             .to_string();
-        let mut table = self
+        let row = self
             .layout
-            .table(vec![obj], &rv, self.include, self.version);
+            .row_as(printed, shown, self.include, self.version);
+        let mut table = self.layout.table_of_rows(vec![row], &rv, self.version);
         if self.headers_sent {
             table["columnDefinitions"] = Value::Null;
         }
         self.headers_sent = true;
-        line(ev.event_type.as_str(), &table)
+        line(event_type, &table)
     }
 }
 
@@ -130,7 +202,6 @@ fn lines(events: Vec<RawEvent>) -> impl Iterator<Item = bytes::Bytes> {
 /// compacted away is answered as kube-apiserver's watch cache answers it: 200 and one
 /// `ERROR` event carrying the 410 `Expired` Status (`newErrWatcher` in
 /// k8s.io/apiserver/pkg/storage/cacher), then the end of the stream.
-#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     st: ApiState,
     kind: &'static ResourceKind,
@@ -138,9 +209,7 @@ pub async fn serve(
     selector: Option<LabelSelector>,
     fields: FieldSelector,
     from: Option<u64>,
-    timeout_secs: Option<u64>,
-    table: Option<TableWatch>,
-    bookmarks: bool,
+    opts: Options,
 ) -> Result<Response, ApiError> {
     let spec = WatchSpec::new([resource(kind)])
         .namespace(ns)
@@ -150,34 +219,130 @@ pub async fn serve(
     let watch = match st.store.watch(spec).await {
         Ok(w) => w,
         Err(e @ wisp_store::StoreError::Gone { .. }) => {
-            let status = ApiError::from(e).status;
-            let body = line("ERROR", &serde_json::to_value(status).unwrap_or_default());
-            return Ok(Response::builder()
-                .status(StatusCode::OK)
-                .header(header::CONTENT_TYPE, "application/json")
-                .body(Body::from(body))
-                .expect("static response parts"));
+            return Ok(expired(ApiError::from(e)));
         }
         Err(e) => return Err(e.into()),
     };
+    Ok(stream(st, kind, Feed::Store(watch), fields, opts))
+}
+
+/// A watch of a view (see [`serve`]): from `from`, or — without one — ADDED events for
+/// the objects `ns`, `selector` and `fields` select now, then every later change.
+#[allow(clippy::too_many_arguments)]
+pub fn serve_view(
+    st: ApiState,
+    kind: &'static ResourceKind,
+    view: Arc<View>,
+    ns: Option<String>,
+    selector: Option<LabelSelector>,
+    fields: FieldSelector,
+    from: Option<u64>,
+    shown: Option<fn(&Value) -> Value>,
+    opts: Options,
+) -> Response {
+    let latest = view.subscribe();
+    let (pos, initial) = match from {
+        Some(from) => {
+            if let Err(gone) = view.events_since(from, 0) {
+                return expired(too_old(from, gone));
+            }
+            (from, None)
+        }
+        None => {
+            let (items, rv) = view.list(ns.as_deref(), |o| {
+                selector.as_ref().is_none_or(|s| s.matches_object(o))
+            });
+            let initial = items
+                .into_iter()
+                .map(|object| ViewEvent {
+                    resource_version: rv,
+                    event_type: ViewEventType::Added,
+                    object,
+                })
+                .collect();
+            (rv, Some(initial))
+        }
+    };
+    let feed = Feed::View(ViewFeed {
+        view,
+        pos,
+        latest,
+        initial,
+        namespace: ns,
+        selector,
+        shown,
+    });
+    stream(st, kind, feed, fields, opts)
+}
+
+impl ViewFeed {
+    /// Whether an object passes the watch's namespace and label selector.
+    fn selects(&self, obj: &Value) -> bool {
+        self.namespace
+            .as_deref()
+            .is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns))
+            && self.selector.as_ref().is_none_or(|s| s.matches_object(obj))
+    }
+}
+
+/// kube's 410 for a watch from a resourceVersion the history no longer holds
+/// (`storage.NewTooLargeResourceVersionError`'s sibling in the cacher).
+fn too_old(from: u64, gone: Gone) -> ApiError {
+    ApiError::new(
+        410,
+        "Expired",
+        format!("too old resource version: {from} ({})", gone.oldest),
+    )
+}
+
+/// A 200 stream with one ERROR event carrying `err`'s Status, as kube-apiserver's watch
+/// cache answers a watch it cannot start (`newErrWatcher` in
+/// k8s.io/apiserver/pkg/storage/cacher).
+fn expired(err: ApiError) -> Response {
+    let body = line(
+        "ERROR",
+        &serde_json::to_value(err.status).unwrap_or_default(),
+    );
+    Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .expect("static response parts")
+}
+
+fn stream(
+    st: ApiState,
+    kind: &'static ResourceKind,
+    feed: Feed,
+    fields: FieldSelector,
+    opts: Options,
+) -> Response {
     let state = WatchState {
-        watch,
+        feed,
         pending: VecDeque::new(),
-        deadline: timeout_secs.map(|s| tokio::time::Instant::now() + Duration::from_secs(s)),
+        deadline: opts
+            .timeout
+            .map(|s| tokio::time::Instant::now() + Duration::from_secs(s)),
         stopping: st.stopping.clone(),
         done: false,
-        table,
+        table: opts.table,
         fields,
-        bookmarks: bookmarks.then(|| (kind.api_version(), kind.kind)),
+        bookmarks: opts.bookmarks.then(|| (kind.api_version(), kind.kind)),
         next_bookmark: tokio::time::Instant::now() + BOOKMARK_EVERY,
     };
     let stream = futures_util::stream::unfold(state, next_chunk);
-    Ok(Response::builder()
+    Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/json")
         .header(header::CACHE_CONTROL, "no-cache")
         .body(Body::from_stream(stream))
-        .expect("static response parts"))
+        .expect("static response parts")
+}
+
+/// What a watch's feed gave.
+enum Batch {
+    Store(Result<WatchBatch<RawEvent>, wisp_store::StoreError>),
+    View(Result<Vec<ViewEvent>, Gone>),
 }
 
 async fn next_chunk(
@@ -194,13 +359,20 @@ async fn next_chunk(
         // stream ends cleanly, as a timeout would).
         let far = tokio::time::Instant::now() + Duration::from_secs(365 * 24 * 3600);
         let until = s.deadline.unwrap_or(far);
+        let position = s.feed.position();
+        let next = async {
+            match &mut s.feed {
+                Feed::Store(w) => Batch::Store(w.next().await),
+                Feed::View(v) => Batch::View(v.next().await),
+            }
+        };
         let batch = tokio::select! {
-            b = s.watch.next() => b,
+            b = next => b,
             _ = tokio::time::sleep_until(until) => {
                 // The cacher's last bookmark goes out as the watch's time runs out, so the
                 // client resumes from where it got to.
                 if let Some((av, kind)) = &s.bookmarks {
-                    s.pending.push_back(bookmark(av, kind, s.watch.position()));
+                    s.pending.push_back(bookmark(av, kind, position));
                     s.done = true;
                     continue;
                 }
@@ -208,7 +380,7 @@ async fn next_chunk(
             }
             _ = tokio::time::sleep_until(s.next_bookmark), if s.bookmarks.is_some() => {
                 if let Some((av, kind)) = &s.bookmarks {
-                    s.pending.push_back(bookmark(av, kind, s.watch.position()));
+                    s.pending.push_back(bookmark(av, kind, position));
                 }
                 s.next_bookmark += BOOKMARK_EVERY;
                 continue;
@@ -216,7 +388,9 @@ async fn next_chunk(
             _ = s.stopping.wait_for(|stop| *stop) => return None,
         };
         match batch {
-            Ok(WatchBatch::Listed { mut events, .. } | WatchBatch::Changed(mut events)) => {
+            Batch::Store(Ok(
+                WatchBatch::Listed { mut events, .. } | WatchBatch::Changed(mut events),
+            )) => {
                 if !s.fields.is_empty() {
                     // The store watches by label only; the few fields a selector may
                     // name are checked here, on the event's object.
@@ -230,7 +404,33 @@ async fn next_chunk(
                     None => s.pending.extend(lines(events)),
                 }
             }
-            Err(e) => {
+            Batch::View(Ok(events)) => {
+                let Feed::View(feed) = &s.feed else {
+                    continue;
+                };
+                for ev in events {
+                    if !feed.selects(&ev.object) || !s.fields.matches(&ev.object) {
+                        continue;
+                    }
+                    let shown = feed.shown.map(|f| f(&ev.object));
+                    let shown_ref = shown.as_ref().unwrap_or(&ev.object);
+                    let ty = ev.event_type.as_str();
+                    let out = match &mut s.table {
+                        Some(t) => t.line_of(ty, &ev.object, shown_ref),
+                        None => line(ty, shown_ref),
+                    };
+                    s.pending.push_back(out);
+                }
+            }
+            Batch::View(Err(gone)) => {
+                let status = too_old(position, gone).status;
+                s.pending.push_back(line(
+                    "ERROR",
+                    &serde_json::to_value(status).unwrap_or_default(),
+                ));
+                s.done = true;
+            }
+            Batch::Store(Err(e)) => {
                 // Compacted past us (or a store failure): tell the client as Kubernetes does,
                 // with an ERROR event carrying the Status, then end the stream.
                 let status = ApiError::from(e).status;

@@ -35,6 +35,53 @@ pub struct Context {
     /// Resolves revisions' image tags to digests (None: images run as named, nothing is
     /// resolved — the controllers' own tests).
     pub digests: Option<Arc<crate::revision::digest::BackgroundResolver>>,
+    /// What runs, shown as Kubernetes objects (Deployments, Pods, Services, SKS,
+    /// KIngress), and the Events the reconcilers record: in memory, never stored.
+    pub views: wisp_views::Views,
+}
+
+/// The name Knative's controller of a kind records its events under (`Source.component`:
+/// `service-controller`, …; the KPA's is `kpa-class-podautoscaler-controller`).
+pub fn controller_name(kind: &ResourceKind) -> &'static str {
+    match kind.plural {
+        "services" => "service-controller",
+        "configurations" => "configuration-controller",
+        "revisions" => "revision-controller",
+        "routes" => "route-controller",
+        "podautoscalers" => "kpa-class-podautoscaler-controller",
+        _ => "controller",
+    }
+}
+
+/// A reference to a stored object, for the events recorded about it.
+pub fn regarding(kind: &ResourceKind, meta: &ObjectMeta) -> wisp_views::events::Regarding {
+    wisp_views::events::Regarding::new(
+        &kind.api_version(),
+        kind.kind,
+        &meta.namespace,
+        &meta.name,
+        &meta.uid,
+    )
+}
+
+impl Context {
+    /// Records an event about a stored object, as the kind's Knative controller would.
+    pub fn event(
+        &self,
+        kind: &ResourceKind,
+        meta: &ObjectMeta,
+        type_: wisp_views::events::EventType,
+        reason: &str,
+        message: impl Into<String>,
+    ) {
+        self.views.events.record(
+            wisp_views::events::Source::controller(controller_name(kind)),
+            &regarding(kind, meta),
+            type_,
+            reason,
+            message,
+        );
+    }
 }
 
 /// What the work queue should do with a key after a successful reconcile.
@@ -220,6 +267,16 @@ impl<R: TypedReconciler> Reconciler for R {
         };
         let before = obj.status().cloned();
         let result = self.reconcile_kind(ctx, &mut obj);
+        if let Err(e) = &result {
+            // knative.dev/pkg's generated reconcilers record every reconcile error so.
+            ctx.event(
+                TypedReconciler::kind(self),
+                obj.meta(),
+                wisp_views::events::EventType::Warning,
+                "InternalError",
+                e.to_string(),
+            );
+        }
         if obj.status() != before.as_ref() {
             let written = objects::update_status(&ctx.store, &obj);
             // A failed reconcile says why itself; else the failed write is the error.

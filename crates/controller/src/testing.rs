@@ -56,6 +56,7 @@ pub fn test_clock() -> DateTime<Utc> {
 pub enum PlatformCall {
     Scale { key: RevisionKey, replicas: u32 },
     Remove(RevisionKey),
+    StopReplica(RevisionKey, String),
 }
 
 #[derive(Default)]
@@ -173,6 +174,15 @@ impl Platform for FakePlatform {
         st.orphans.remove(key);
     }
 
+    fn stop_replica(&self, key: &RevisionKey, name: &str) -> bool {
+        let mut st = self.state();
+        st.calls
+            .push(PlatformCall::StopReplica(key.clone(), name.to_string()));
+        st.replicas
+            .get(key)
+            .is_some_and(|rs| rs.iter().any(|r| r.name == name))
+    }
+
     fn replicas(&self, key: &RevisionKey) -> Vec<ReplicaStatus> {
         self.state().replicas.get(key).cloned().unwrap_or_default()
     }
@@ -211,6 +221,7 @@ pub fn replica(name: &str, phase: ReplicaPhase) -> ReplicaStatus {
         restarts: 0,
         last_exit: None,
         failure: None,
+        times: Default::default(),
     }
 }
 
@@ -223,6 +234,8 @@ pub fn crashed_replica(name: &str, code: i32, message: &str) -> ReplicaStatus {
             code: Some(code),
             signal: None,
             message: message.to_owned(),
+            started_at: None,
+            finished_at: None,
         }),
         ..replica(name, ReplicaPhase::BackOff)
     }
@@ -264,6 +277,7 @@ pub fn test_context_with(
         scaling: Arc::new(crate::autoscaling::Scaling::new(clock)),
         clock,
         digests: None,
+        views: wisp_views::Views::new(clock),
     };
     (ctx, platform)
 }

@@ -120,6 +120,10 @@ impl Platform for ByImage {
         self.containers.remove(key);
     }
 
+    fn stop_replica(&self, key: &RevisionKey, name: &str) -> bool {
+        self.running(key).stop_replica(key, name)
+    }
+
     fn replicas(&self, key: &RevisionKey) -> Vec<ReplicaStatus> {
         self.running(key).replicas(key)
     }

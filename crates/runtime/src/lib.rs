@@ -17,7 +17,11 @@
 //! [`ProcessPlatform::new`]: process::ProcessPlatform::new
 //! [`ProcessPlatform::containers`]: process::ProcessPlatform::containers
 
-use std::{net::SocketAddr, sync::Arc, time::Duration};
+use std::{
+    net::SocketAddr,
+    sync::Arc,
+    time::{Duration, SystemTime},
+};
 
 use wisp_api::serving::{Container, PodSpec};
 
@@ -67,6 +71,10 @@ pub struct ReplicaSpec {
     /// Grace period between SIGTERM and SIGKILL: the revision's `timeoutSeconds`, as Knative
     /// sets `terminationGracePeriodSeconds`.
     pub grace_period: Duration,
+    /// What replicas are named after: `<revision>-deployment-<pod-template-hash>-`, the
+    /// name a Deployment's ReplicaSet gives its pods, which a random 5-character suffix
+    /// completes (the replica's hostname and `metadata.name`). Empty: `<revision>-<n>`.
+    pub name_prefix: String,
 }
 
 impl ReplicaSpec {
@@ -104,6 +112,20 @@ pub struct ExitInfo {
     /// The last lines the process wrote (stdout and stderr), like Kubernetes'
     /// `FallbackToLogsOnError` termination message.
     pub message: String,
+    /// When that run started and ended (a container status's `startedAt`/`finishedAt`).
+    pub started_at: Option<SystemTime>,
+    pub finished_at: Option<SystemTime>,
+}
+
+/// When things happened to a replica, for the Pod wisp shows of it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaTimes {
+    /// The replica was created (the Pod's `creationTimestamp` and `startTime`).
+    pub created: Option<SystemTime>,
+    /// Its current run started (`state.running.startedAt`).
+    pub started: Option<SystemTime>,
+    /// It last became ready or unready (the Ready condition's `lastTransitionTime`).
+    pub ready_changed: Option<SystemTime>,
 }
 
 /// One replica as the platform sees it now.
@@ -121,6 +143,7 @@ pub struct ReplicaStatus {
     /// Why it is not starting, when the platform cannot run it at all (e.g. an `image`
     /// without `command` on the process runtime). The revision fails with this reason.
     pub failure: Option<Failure>,
+    pub times: ReplicaTimes,
 }
 
 /// A permanent failure to run a revision on this platform.
@@ -138,6 +161,14 @@ pub struct LogLine {
     /// `stdout` or `stderr`.
     pub stream: &'static str,
     pub line: String,
+    /// When it was read.
+    pub time: SystemTime,
+    /// Which run of the replica wrote it: 0 for the first, then one more per restart
+    /// (the container's `restartCount` while it ran), for `kubectl logs --previous`.
+    pub run: u32,
+    /// Its place among the revision's lines (set by the platform's log buffer), so that a
+    /// follower can skip what it already read from the backlog.
+    pub seq: u64,
 }
 
 /// The seam between the controllers and whatever runs replicas.
@@ -155,6 +186,10 @@ pub trait Platform: Send + Sync + 'static {
 
     /// Stops every replica of the revision and forgets it.
     fn remove(&self, key: &RevisionKey);
+
+    /// Stops one replica (by its name) and starts another in its place, as a Deployment
+    /// replaces a deleted pod. Returns whether the revision had such a running replica.
+    fn stop_replica(&self, key: &RevisionKey, name: &str) -> bool;
 
     /// The replicas of a revision right now (empty if unknown).
     fn replicas(&self, key: &RevisionKey) -> Vec<ReplicaStatus>;

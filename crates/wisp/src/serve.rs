@@ -220,6 +220,9 @@ async fn serve(
     // PodAutoscaler reconciler decides from it; the Revision reconciler applies its count.
     let scaling = Arc::new(Scaling::new(chrono::Utc::now));
     let routing = Arc::new(ArcSwap::from_pointee(RoutingTable::default()));
+    // What runs, as Kubernetes objects (Pods, Deployments, Services, Events, SKS,
+    // KIngress): published by the controllers, served by the API, never stored.
+    let views = wisp_views::Views::new(chrono::Utc::now);
     let ctx = wisp_controller::Context {
         // Everything the controllers write is derived from users' objects, so their writes
         // need not wait for an fsync (see `wisp_store::Durability`); the API's do.
@@ -235,6 +238,7 @@ async fn serve(
             let scaling = scaling.clone();
             Arc::new(move |key: &wisp_runtime::RevisionKey| scaling.wake(key))
         }))),
+        views: views.clone(),
     };
     let (ctl_stop_tx, ctl_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(
@@ -270,6 +274,21 @@ async fn serve(
         stopped(),
     ));
     let stats = tokio::spawn(backends.clone().run_stats(stopped()));
+    // Events expire an hour after they were last seen, also while nothing records.
+    let event_expiry = tokio::spawn({
+        let events = views.events.clone();
+        let stop = stopped();
+        async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(60));
+            tokio::pin!(stop);
+            loop {
+                tokio::select! {
+                    _ = &mut stop => return,
+                    _ = tick.tick() => events.expire(),
+                }
+            }
+        }
+    });
     let stats_feed = tokio::spawn(crate::stats_feed::run(
         backends.stats(),
         scaling.clone(),
@@ -288,6 +307,7 @@ async fn serve(
     .context("starting the data-plane threads")?;
     let runtimes = dataplane.handles();
     let mut ingresses = Vec::new();
+    let mut ingress_addrs = Vec::new();
     for (i, (addr, visibility, what)) in [
         (args.http_addr, Visibility::External, "ingress"),
         (
@@ -303,6 +323,7 @@ async fn serve(
             .await
             .with_context(|| format!("binding the {what} address {addr}"))?;
         let bound = listener.local_addr()?;
+        ingress_addrs.push(bound);
         // The accept loop runs on a data-plane thread, not on the runtime of the API and
         // the controllers: however busy the API gets, new connections are accepted at
         // once. The socket moves there unregistered from this runtime's reactor.
@@ -331,6 +352,11 @@ async fn serve(
         }));
     }
 
+    // The ingress gateway's Services (where to send requests), for the listeners bound.
+    views.services.replace_set(
+        "gateway",
+        wisp_views::ingress::gateway_services(ingress_addrs[0], ingress_addrs[1]),
+    );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let state = ApiState {
         writer: wisp_store::Batcher::start(store.clone(), "wisp-api-write")
@@ -348,6 +374,7 @@ async fn serve(
             args.max_mutating_requests_inflight,
         ),
         body_budget: wisp_apiserver::inflight::BodyBudget::default(),
+        views: views.clone(),
     };
     let listener = tokio::net::TcpListener::bind(args.api_addr)
         .await
@@ -424,6 +451,7 @@ async fn serve(
         let _ = live_config.await;
         let _ = stats.await;
         let _ = stats_feed.await;
+        let _ = event_expiry.await;
     });
     stages.stage("stop replicas", async move { platform.shutdown().await });
     stages.stage("flush the store", async move {

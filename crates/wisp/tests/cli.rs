@@ -354,12 +354,12 @@ fn get_tables_names_and_formats() {
         let out = wisp(&s, &["get", kind]);
         assert_eq!(out.code, 0, "{kind}: {}", out.stderr);
     }
-    let out = wisp(&s, &["get", "pods"]);
+    let out = wisp(&s, &["get", "replicasets"]);
     assert_eq!(
         (out.code, out.stderr.as_str()),
         (
             1,
-            "error: the server doesn't have a resource type \"pods\"\n"
+            "error: the server doesn't have a resource type \"replicasets\"\n"
         )
     );
 }

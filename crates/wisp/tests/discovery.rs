@@ -85,7 +85,11 @@ fn discovery_documents() {
             ("namespaces", false),
             ("namespaces/status", false),
             ("secrets", true),
-            ("configmaps", true)
+            ("configmaps", true),
+            ("pods", true),
+            ("pods/log", true),
+            ("services", true),
+            ("events", true)
         ]
     );
 
@@ -100,10 +104,16 @@ fn discovery_documents() {
         .collect();
     assert_eq!(
         names,
-        ["serving.knative.dev", "autoscaling.internal.knative.dev"]
+        [
+            "apps",
+            "events.k8s.io",
+            "serving.knative.dev",
+            "autoscaling.internal.knative.dev",
+            "networking.internal.knative.dev"
+        ]
     );
     assert_eq!(
-        v["groups"][1]["preferredVersion"],
+        v["groups"][3]["preferredVersion"],
         json!({"groupVersion": "autoscaling.internal.knative.dev/v1alpha1", "version": "v1alpha1"})
     );
 
@@ -147,7 +157,7 @@ fn discovery_documents() {
     assert_eq!(v["resources"][0]["shortNames"], json!(["kpa", "pa"]));
 
     // Aggregated discovery, as kubectl asks for it.
-    for (path, groups) in [("/apis", 2), ("/api", 1)] {
+    for (path, groups) in [("/apis", 5), ("/api", 1)] {
         let (code, ct, v) = get(&s, path, Some(AGGREGATED));
         assert_eq!(code, 200, "{path}");
         assert_eq!(
@@ -159,7 +169,9 @@ fn discovery_documents() {
         assert_eq!(v["items"].as_array().unwrap().len(), groups, "{path}");
     }
     let (_, _, v) = get(&s, "/apis", Some(AGGREGATED));
-    let ksvc = &v["items"][0]["versions"][0]["resources"][0];
+    // kube's own groups (apps, events.k8s.io) come first.
+    assert_eq!(v["items"][2]["metadata"]["name"], "serving.knative.dev");
+    let ksvc = &v["items"][2]["versions"][0]["resources"][0];
     assert_eq!(
         ksvc,
         &json!({
@@ -177,11 +189,11 @@ fn discovery_documents() {
             }],
         })
     );
-    assert_eq!(v["items"][0]["versions"][0]["freshness"], "Current");
+    assert_eq!(v["items"][2]["versions"][0]["freshness"], "Current");
 
     // Bad input: kube-apiserver's Status objects, never a 5xx.
-    assert_status(get(&s, "/apis/apps", None), 404, "NotFound");
-    assert_status(get(&s, "/apis/apps/v1", None), 404, "NotFound");
+    assert_status(get(&s, "/apis/batch", None), 404, "NotFound");
+    assert_status(get(&s, "/apis/apps/v2", None), 404, "NotFound");
     assert_status(
         get(&s, "/apis/serving.knative.dev/v2", None),
         404,

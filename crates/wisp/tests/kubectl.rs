@@ -9,84 +9,16 @@ mod common;
 
 use std::{
     io::{BufRead, BufReader},
-    path::Path,
     process::Command,
     time::Duration,
 };
 
-use common::{Server, sample_bin, wait_for};
+use common::{
+    Server,
+    kubectl::{Kubectl, kubectl_installed, wisp_kubeconfig, words},
+    sample_bin, wait_for,
+};
 use serde_json::Value;
-
-struct Kubectl {
-    kubeconfig: std::path::PathBuf,
-    cache: std::path::PathBuf,
-}
-
-impl Kubectl {
-    /// kubectl with the kubeconfig `wisp kubeconfig` prints for `s`.
-    fn new(dir: &Path, s: &Server) -> Kubectl {
-        let kubeconfig = dir.join("kubeconfig");
-        std::fs::write(&kubeconfig, wisp_kubeconfig(s)).unwrap();
-        Kubectl {
-            kubeconfig,
-            cache: dir.join("cache"),
-        }
-    }
-
-    /// Runs kubectl: (success, stdout, stderr).
-    fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let out = Command::new("kubectl")
-            .args(args)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .env("KUBECONFIG", &self.kubeconfig)
-            .env("HOME", self.cache.parent().unwrap())
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn ok(&self, args: &[&str]) -> String {
-        let (ok, out, err) = self.run(args);
-        assert!(ok, "kubectl {args:?} failed: {err}");
-        out
-    }
-}
-
-/// `wisp kubeconfig` for the server's data dir.
-fn wisp_kubeconfig(s: &Server) -> String {
-    let out = Command::new(common::wisp_bin())
-        .arg("kubeconfig")
-        .arg("--data-dir")
-        .arg(s.data_dir())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
-
-fn kubectl_installed() -> bool {
-    Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-/// Each line's whitespace-separated words (kubectl pads columns with spaces).
-fn words(out: &str) -> Vec<Vec<String>> {
-    out.lines()
-        .filter(|l| !l.trim().is_empty())
-        .map(|l| l.split_whitespace().map(str::to_string).collect())
-        .collect()
-}
 
 #[test]
 fn kubectl_discovers_and_prints_knative_kinds() {
@@ -104,20 +36,28 @@ fn kubectl_discovers_and_prints_knative_kinds() {
 
     assert_eq!(
         k.ok(&["api-versions"]),
-        "autoscaling.internal.knative.dev/v1alpha1\nserving.knative.dev/v1\nv1\n"
+        "apps/v1\nautoscaling.internal.knative.dev/v1alpha1\nevents.k8s.io/v1\n\
+         networking.internal.knative.dev/v1alpha1\nserving.knative.dev/v1\nv1\n"
     );
     assert_eq!(
         words(&k.ok(&["api-resources"])),
         words(
-            "NAME             SHORTNAMES      APIVERSION                                  NAMESPACED   KIND
-             configmaps       cm              v1                                          true         ConfigMap
-             namespaces       ns              v1                                          false        Namespace
-             secrets                          v1                                          true         Secret
-             podautoscalers   kpa,pa          autoscaling.internal.knative.dev/v1alpha1   true         PodAutoscaler
-             configurations   config,cfg      serving.knative.dev/v1                      true         Configuration
-             revisions        rev             serving.knative.dev/v1                      true         Revision
-             routes           rt              serving.knative.dev/v1                      true         Route
-             services         kservice,ksvc   serving.knative.dev/v1                      true         Service"
+            "NAME                 SHORTNAMES      APIVERSION                                  NAMESPACED   KIND
+             configmaps           cm              v1                                          true         ConfigMap
+             events               ev              v1                                          true         Event
+             namespaces           ns              v1                                          false        Namespace
+             pods                 po              v1                                          true         Pod
+             secrets                              v1                                          true         Secret
+             services             svc             v1                                          true         Service
+             deployments          deploy          apps/v1                                     true         Deployment
+             podautoscalers       kpa,pa          autoscaling.internal.knative.dev/v1alpha1   true         PodAutoscaler
+             events                               events.k8s.io/v1                            true         Event
+             ingresses            kingress,king   networking.internal.knative.dev/v1alpha1    true         Ingress
+             serverlessservices   sks             networking.internal.knative.dev/v1alpha1    true         ServerlessService
+             configurations       config,cfg      serving.knative.dev/v1                      true         Configuration
+             revisions            rev             serving.knative.dev/v1                      true         Revision
+             routes               rt              serving.knative.dev/v1                      true         Route
+             services             kservice,ksvc   serving.knative.dev/v1                      true         Service"
         )
     );
     assert_eq!(
@@ -185,18 +125,32 @@ fn kubectl_discovers_and_prints_knative_kinds() {
         ["NAME", "DESIREDSCALE", "ACTUALSCALE", "READY", "REASON"]
     );
 
-    // Categories: `all` is the four serving kinds, not the internal PodAutoscaler.
+    // Categories: `all` is the four serving kinds, not the internal PodAutoscaler, and
+    // what runs (the revision's Deployment, its pod, its Services), as on a cluster.
     let all = k.ok(&["get", "all", "-o", "name"]);
-    let mut names: Vec<&str> = all.lines().collect();
+    let mut names: Vec<&str> = all
+        .lines()
+        .filter(|n| !n.starts_with("pod/hello-00001-deployment-"))
+        .collect();
     names.sort_unstable();
     assert_eq!(
         names,
         [
             "configuration.serving.knative.dev/hello",
+            "deployment.apps/hello-00001-deployment",
             "revision.serving.knative.dev/hello-00001",
             "route.serving.knative.dev/hello",
             "service.serving.knative.dev/hello",
+            "service/hello-00001",
+            "service/hello-00001-private",
         ]
+    );
+    assert_eq!(
+        all.lines()
+            .filter(|n| n.starts_with("pod/hello-00001-deployment-"))
+            .count(),
+        1,
+        "{all}"
     );
     assert_eq!(
         k.ok(&["get", "ksvc", "hello", "-o", "jsonpath={.status.url}"]),
@@ -242,10 +196,10 @@ fn kubectl_discovers_and_prints_knative_kinds() {
     assert_eq!(lines[1][0], "hello", "{lines:?}");
     assert_eq!(lines[2][0], "hello", "{lines:?}");
 
-    let (ok, _, err) = k.run(&["get", "pods"]);
+    let (ok, _, err) = k.run(&["get", "replicasets"]);
     assert!(!ok);
     assert!(
-        err.contains("the server doesn't have a resource type \"pods\""),
+        err.contains("the server doesn't have a resource type \"replicasets\""),
         "{err}"
     );
 }

@@ -154,7 +154,10 @@ fn core_kinds_round_trip_in_protobuf() {
         .iter()
         .map(|n| n.metadata.as_ref().unwrap().name.clone().unwrap())
         .collect();
-    assert_eq!(names, ["default", "demo", "knative-serving"]);
+    assert_eq!(
+        names,
+        ["default", "demo", "knative-serving", "kourier-system"]
+    );
     assert!(!list.metadata.unwrap().resource_version.unwrap().is_empty());
 
     // Secret: bytes survive both ways; the JSON view agrees.

@@ -253,8 +253,14 @@ fn deleting_a_service_stops_its_processes_and_logs_are_prefixed_by_replica() {
     let pids = printed_pids(&s, "sleeper", 2);
     assert!(pids.iter().all(|p| pid_alive(*p)));
     let logs = cli(&s, &["logs", "sleeper"]);
-    assert!(logs.contains("[sleeper-00001-1] pid="), "{logs}");
-    assert!(logs.contains("[sleeper-00001-2] pid="), "{logs}");
+    // Replicas are named as the revision's Deployment would name its pods.
+    let prefixed: std::collections::HashSet<&str> = logs
+        .lines()
+        .filter(|l| l.contains("] pid="))
+        .filter_map(|l| l.strip_prefix("[sleeper-00001-deployment-"))
+        .filter_map(|l| l.split(']').next())
+        .collect();
+    assert_eq!(prefixed.len(), 2, "{logs}");
     let tail = cli(&s, &["logs", "rev/sleeper-00001", "--tail", "1"]);
     assert_eq!(tail.lines().count(), 1, "{tail}");
 

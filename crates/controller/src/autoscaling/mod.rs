@@ -22,6 +22,7 @@
 
 pub mod resources;
 pub mod scaling;
+pub mod sks;
 
 use std::{
     collections::HashMap,
@@ -66,6 +67,44 @@ impl PodAutoscalerReconciler {
         self.states().remove(key);
         ctx.scaling.forget(key);
     }
+}
+
+/// Shows the revision's ServerlessService (the routing mode just published) and its
+/// public and private Services in the views ([`sks`]).
+fn publish_sks(
+    ctx: &Context,
+    rev: &Revision,
+    pa: &PodAutoscaler,
+    scale: RevisionScale,
+    ready: u32,
+) {
+    let set = format!("{}/{}", rev.metadata.namespace, rev.metadata.name);
+    let sks = sks::make_sks(
+        pa,
+        sks::SksState {
+            mode: scale.mode,
+            num_activators: scale.num_activators,
+            ready_replicas: ready,
+        },
+    );
+    ctx.views.serverless_services.replace_set(&set, vec![sks]);
+    // The Services are owned by the SKS as held (its uid is the view's).
+    let Some(held) = ctx
+        .views
+        .serverless_services
+        .get(&rev.metadata.namespace, &rev.metadata.name)
+    else {
+        return;
+    };
+    let port = rev
+        .serving_container()
+        .and_then(|c| c.ports.first())
+        .map(|p| p.container_port)
+        .filter(|p| *p != 0)
+        .unwrap_or(8080);
+    ctx.views
+        .services
+        .replace_set(&set, sks::make_services(pa, &held, port));
 }
 
 /// Ready replicas of a revision.
@@ -144,6 +183,7 @@ impl TypedReconciler for PodAutoscalerReconciler {
             ctx.scaling.wake(&key);
         }
 
+        publish_sks(ctx, rev, &pa, published, ready);
         let status = resources::compute_status(pa.status.as_ref(), &pa, &step.result, ready, wall);
         if pa.status.as_ref() != Some(&status) {
             let mut updated = pa;
@@ -153,9 +193,13 @@ impl TypedReconciler for PodAutoscalerReconciler {
         Ok(Action::RequeueAfter(step.next_tick))
     }
 
-    /// The revision is gone: so is its KPA state (the store already cascade-deleted the PA).
+    /// The revision is gone: so is its KPA state (the store already cascade-deleted the PA),
+    /// its ServerlessService and its Services.
     fn gone(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
         self.forget(ctx, &RevisionKey::new(&key.namespace, &key.name));
+        let set = format!("{}/{}", key.namespace, key.name);
+        ctx.views.serverless_services.replace_set(&set, Vec::new());
+        ctx.views.services.replace_set(&set, Vec::new());
         Ok(Action::Done)
     }
 

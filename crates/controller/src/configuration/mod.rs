@@ -39,6 +39,13 @@ impl TypedReconciler for ConfigurationReconciler {
             None => match objects::create(&ctx.store, &resources::make_revision(cfg, now)) {
                 Ok(rev) => {
                     tracing::info!(configuration = %format!("{namespace}/{name}"), revision = %rev_name, "created revision");
+                    ctx.event(
+                        &wisp_api::kinds::CONFIGURATION,
+                        &cfg.metadata,
+                        wisp_views::events::EventType::Normal,
+                        "Created",
+                        format!("Created Revision {rev_name:?}"),
+                    );
                     Ok(rev)
                 }
                 Err(ReconcileError::Store(e)) if is_already_exists(&e) => {
@@ -47,6 +54,13 @@ impl TypedReconciler for ConfigurationReconciler {
                 Err(e) => {
                     // Report it in status (as Knative does), then retry.
                     let msg = e.to_string();
+                    ctx.event(
+                        &wisp_api::kinds::CONFIGURATION,
+                        &cfg.metadata,
+                        wisp_views::events::EventType::Warning,
+                        "CreationFailed",
+                        format!("Failed to create Revision {rev_name:?}: {msg}"),
+                    );
                     create_error = Some(e);
                     Err(msg)
                 }

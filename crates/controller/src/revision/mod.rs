@@ -12,6 +12,7 @@
 pub mod digest;
 pub mod refs;
 pub mod resources;
+pub mod views;
 
 use wisp_api::{autoscaling::PodAutoscaler, meta::ConditionStatus, serving::Revision};
 use wisp_runtime::RevisionKey;
@@ -100,6 +101,7 @@ impl TypedReconciler for RevisionReconciler {
 
         let replicas = ctx.platform.replicas(&key);
         let deadline = resources::progress_deadline(rev, &ctx.config.load());
+        publish_views(ctx, rev, desired, &replicas, deadline);
         let (mut status, requeue) =
             resources::compute_status(rev, &replicas, desired, deadline, now);
         if let Some(pa) = objects::get::<PodAutoscaler>(&ctx.store, namespace, name)?
@@ -108,6 +110,7 @@ impl TypedReconciler for RevisionReconciler {
         {
             resources::propagate_autoscaler_status(&mut status, &pa, now);
         }
+        failure_event(ctx, rev, &status);
         rev.status = Some(status);
         Ok(requeue.map_or(Action::Done, Action::RequeueAfter))
     }
@@ -126,8 +129,85 @@ impl TypedReconciler for RevisionReconciler {
             digests.clear(&key);
         }
         ctx.platform.remove(&key);
+        let set = key.to_string();
+        ctx.views.deployments.replace_set(&set, Vec::new());
+        ctx.views.pods.replace_set(&set, Vec::new());
         Ok(Action::Done)
     }
+}
+
+/// Shows the revision's Deployment and one Pod per replica in the views ([`views`]), and
+/// records the events kube's deployment controller and the kubelet would for what changed
+/// since the last reconcile. Costs the revision's replicas, whatever else runs.
+fn publish_views(
+    ctx: &Context,
+    rev: &Revision,
+    desired: u32,
+    replicas: &[wisp_runtime::ReplicaStatus],
+    deadline: std::time::Duration,
+) {
+    let (ns, name) = (&rev.metadata.namespace, &rev.metadata.name);
+    let set = format!("{ns}/{name}");
+    let v = &ctx.views;
+    let template = views::Template::of(rev, &resources::pinned_pod(rev));
+    let old_deployment = v.deployments.get(ns, &views::deployment_name(name));
+    let deployment = views::make_deployment(
+        rev,
+        &template,
+        desired,
+        replicas,
+        deadline.as_secs(),
+        old_deployment.as_deref(),
+        (ctx.clock)(),
+    );
+    let pods: Vec<serde_json::Value> = replicas
+        .iter()
+        .map(|r| views::make_pod(rev, &template, r, v.node))
+        .collect();
+    let old_pods = v.pods.set_members(&set);
+    v.deployments.replace_set(&set, vec![deployment]);
+    v.pods.replace_set(&set, pods);
+    // The events name the objects as held (their uids are the views').
+    let Some(deployment) = v.deployments.get(ns, &views::deployment_name(name)) else {
+        return;
+    };
+    let old_scale = old_deployment.map(|d| d["spec"]["replicas"].as_i64().unwrap_or(0));
+    let new_pods = v.pods.set_members(&set);
+    for (source, regarding, type_, reason, message) in views::events(
+        &deployment,
+        &template.hash,
+        old_scale,
+        desired,
+        &old_pods,
+        &new_pods,
+        v.node,
+    ) {
+        v.events.record(source, &regarding, type_, reason, message);
+    }
+}
+
+/// A revision whose Ready condition turns False records why, as a Warning on the revision
+/// (its Pods carry the kubelet's events of the same failure).
+fn failure_event(ctx: &Context, rev: &Revision, new: &wisp_api::serving::RevisionStatus) {
+    use crate::conditions::READY;
+    let ready = |st: Option<&wisp_api::serving::RevisionStatus>| {
+        st.and_then(|s| s.status.condition(READY))
+            .filter(|c| c.status == ConditionStatus::False)
+            .map(|c| (c.reason.clone(), c.message.clone()))
+    };
+    let Some((reason, message)) = ready(Some(new)) else {
+        return;
+    };
+    if ready(rev.status.as_ref()).is_some_and(|(r, _)| r == reason) {
+        return;
+    }
+    ctx.event(
+        &wisp_api::kinds::REVISION,
+        &rev.metadata,
+        wisp_views::events::EventType::Warning,
+        &reason,
+        message,
+    );
 }
 
 #[cfg(test)]

@@ -117,7 +117,7 @@ pub fn resolve_options(rev: &Revision, cfg: &Config) -> ResolveOptions {
 /// The pod to run: the revision's, each image replaced by the digest it resolved to (as
 /// Knative's `makePodSpec` does, `pkg/reconciler/revision/resources/deploy.go`), so every
 /// replica runs the same image even if its tag moves.
-fn pinned_pod(rev: &Revision) -> PodSpec {
+pub fn pinned_pod(rev: &Revision) -> PodSpec {
     let mut pod = rev.spec.pod.clone();
     if let Some(st) = &rev.status {
         let pin = |cs: &mut [Container], statuses: &[ContainerStatus]| {
@@ -138,6 +138,8 @@ pub fn replica_spec(rev: &Revision, cfg: &Config) -> Option<ReplicaSpec> {
     // Nothing to run without a container (validation requires one).
     rev.serving_container()?;
     let m = &rev.metadata;
+    let pod = pinned_pod(rev);
+    let hash = super::views::Template::of(rev, &pod).hash;
     Some(ReplicaSpec {
         key: RevisionKey::new(&m.namespace, &m.name),
         uid: m.uid.clone(),
@@ -147,8 +149,9 @@ pub fn replica_spec(rev: &Revision, cfg: &Config) -> Option<ReplicaSpec> {
             .cloned()
             .unwrap_or_default(),
         service: m.labels.get(label::SERVICE).cloned().unwrap_or_default(),
-        pod: pinned_pod(rev),
+        pod,
         grace_period: rev.timeout(&cfg.defaults),
+        name_prefix: super::views::name_prefix(&m.name, &hash),
     })
 }
 
@@ -480,6 +483,8 @@ mod tests {
                 code: None,
                 signal: Some(signal),
                 message: "killed".into(),
+                started_at: None,
+                finished_at: None,
             }),
             ..replica(name, ReplicaPhase::BackOff)
         }
@@ -612,6 +617,8 @@ mod tests {
                         code: None,
                         signal: Some(9),
                         message: "allocating".into(),
+                        started_at: None,
+                        finished_at: None,
                     }),
                     ..replica("r1", ReplicaPhase::BackOff)
                 }],

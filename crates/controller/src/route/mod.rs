@@ -11,6 +11,7 @@
 
 pub mod index;
 pub mod resources;
+pub mod views;
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -54,6 +55,7 @@ impl TypedReconciler for RouteReconciler {
                         let traffic = resources::status_traffic(traffic, &hosts, cfg);
                         let entries = resources::host_routes(route, &hosts, &traffic);
                         publish(ctx, namespace, name, &entries);
+                        publish_views(ctx, route, &hosts, &entries);
                         Outcome::Published(hosts, traffic)
                     }
                 }
@@ -66,6 +68,9 @@ impl TypedReconciler for RouteReconciler {
     /// Its hosts leave the routing table.
     fn gone(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
         publish(ctx, &key.namespace, &key.name, &BTreeMap::new());
+        let set = format!("route:{}/{}", key.namespace, key.name);
+        ctx.views.ingresses.replace_set(&set, Vec::new());
+        ctx.views.services.replace_set(&set, Vec::new());
         Ok(Action::Done)
     }
 
@@ -74,6 +79,52 @@ impl TypedReconciler for RouteReconciler {
     /// [`RouteIndex`], which Route events keep current.
     fn watches(&self, _ctx: &Context, event: &Event<'_>) -> Vec<ObjectRef> {
         self.index.routes_referencing(event)
+    }
+}
+
+/// Shows the route's KIngress and placeholder Services in the views ([`views`]), and
+/// records Knative's `Created` events for the ones that are new.
+fn publish_views(
+    ctx: &Context,
+    route: &Route,
+    hosts: &resources::Hosts,
+    entries: &BTreeMap<String, HostRoute>,
+) {
+    use wisp_views::events::EventType::Normal;
+    let (ns, name) = (&route.metadata.namespace, &route.metadata.name);
+    // The set is the route's, apart from the revisions' Services in the same view.
+    let set = format!("route:{ns}/{name}");
+    let cfg = ctx.config.load();
+    let tag_header = cfg.features.tag_header_based_routing == wisp_api::config::Flag::Enabled;
+    let ingress = views::make_ingress(route, entries, &cfg, tag_header);
+    let services = views::make_services(route, hosts, &cfg);
+    let new_services: Vec<String> = services
+        .iter()
+        .filter_map(|s| s["metadata"]["name"].as_str())
+        .filter(|n| ctx.views.services.get(ns, n).is_none())
+        .map(str::to_owned)
+        .collect();
+    let new_ingress = ctx.views.ingresses.get(ns, name).is_none();
+    ctx.views.services.replace_set(&set, services);
+    ctx.views.ingresses.replace_set(&set, vec![ingress]);
+    let kind = &wisp_api::kinds::ROUTE;
+    for s in new_services {
+        ctx.event(
+            kind,
+            &route.metadata,
+            Normal,
+            "Created",
+            format!("Created placeholder service {s:?}"),
+        );
+    }
+    if new_ingress {
+        ctx.event(
+            kind,
+            &route.metadata,
+            Normal,
+            "Created",
+            format!("Created Ingress {name:?}"),
+        );
     }
 }
 

@@ -19,6 +19,8 @@ use crate::{
     reconciler::{Action, Context, Event, ObjectRef, ReconcileError, TypedReconciler},
 };
 
+use wisp_views::events::EventType;
+
 /// Reconciles `services.serving.knative.dev`.
 #[derive(Debug, Default)]
 pub struct ServiceReconciler;
@@ -86,7 +88,26 @@ fn ensure_child<T: Resource + Clone>(
     let meta = desired.meta();
     let existing: Option<T> = objects::get(&ctx.store, &meta.namespace, &meta.name)?;
     let Some(existing) = existing else {
-        return objects::create(&ctx.store, &desired).map(Some);
+        // Knative's service reconciler records both outcomes (`Created`, `CreationFailed`).
+        let what = format!("{} {:?}", T::kind().kind, meta.name);
+        let created = objects::create(&ctx.store, &desired);
+        match &created {
+            Ok(_) => ctx.event(
+                &kinds::SERVICE,
+                &svc.metadata,
+                EventType::Normal,
+                "Created",
+                format!("Created {what}"),
+            ),
+            Err(e) => ctx.event(
+                &kinds::SERVICE,
+                &svc.metadata,
+                EventType::Warning,
+                "CreationFailed",
+                format!("Failed to create {what}: {e}"),
+            ),
+        }
+        return created.map(Some);
     };
     if !objects::is_controlled_by(existing.meta(), &svc.metadata.uid) {
         return Ok(None);

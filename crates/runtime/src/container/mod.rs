@@ -331,7 +331,7 @@ impl ContainerLauncher {
             )
             .collect();
         let sandbox_dir = self.sandboxes().join(self.net.netns_name(n));
-        write_sandbox_files(&sandbox_dir, &replica.name, ip)
+        write_sandbox_files(&sandbox_dir, &pod_hostname(&replica.name), ip)
             .await
             .map_err(|e| error("CreateContainerError", format!("sandbox files: {e}")))?;
         let files: Vec<(PathBuf, String)> = ["hosts", "hostname", "resolv.conf"]
@@ -404,7 +404,7 @@ impl ContainerLauncher {
             let b = spec::Bundle {
                 rootfs: bundle.join("rootfs"),
                 readonly_rootfs: sc.and_then(|s| s.read_only_root_filesystem) == Some(true),
-                hostname: replica.name.clone(),
+                hostname: pod_hostname(&replica.name),
                 netns: self.net.netns_path(n),
                 files: files.clone(),
                 cgroups_path: self.cgroups_path(&id),
@@ -744,6 +744,16 @@ impl Launcher for ContainerLauncher {
             }
         })
     }
+}
+
+/// A pod's hostname: its name, cut to 63 characters without a trailing `-` or `.` (the
+/// kubelet's `truncatePodHostnameIfNeeded`), since a replica is named as a Deployment's pod
+/// is and such names can be longer than a hostname may be.
+fn pod_hostname(name: &str) -> String {
+    if name.len() <= 63 {
+        return name.to_string();
+    }
+    name[..63].trim_end_matches(['-', '.']).to_string()
 }
 
 /// `/etc/hosts`, `/etc/hostname` and `/etc/resolv.conf` of a replica, as the kubelet writes

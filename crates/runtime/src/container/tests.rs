@@ -235,6 +235,7 @@ fn spec(name: &str, containers: Vec<Container>, grace: Duration) -> ReplicaSpec 
             ..PodSpec::default()
         },
         grace_period: grace,
+        name_prefix: String::new(),
     }
 }
 

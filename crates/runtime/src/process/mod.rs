@@ -167,6 +167,18 @@ struct State {
     revisions: HashMap<RevisionKey, Revision>,
 }
 
+impl State {
+    /// Every address a replica of this platform holds (stopping ones too), so that a new
+    /// replica never gets one of them.
+    fn taken(&self) -> HashSet<SocketAddr> {
+        self.revisions
+            .values()
+            .flat_map(|r| r.replicas.values())
+            .map(|e| e.status.address)
+            .collect()
+    }
+}
+
 struct Revision {
     uid: String,
     spec: Arc<ReplicaSpec>,
@@ -204,6 +216,33 @@ impl ReplicaEntry {
 }
 
 pub(crate) use wisp_sync::lock;
+
+/// A new replica's name: `<prefix><5 random characters>` as a ReplicaSet names its pods
+/// (kube's `names.SimpleNameGenerator`: `utilrand.String(5)` over an alphabet without
+/// vowels or look-alikes), unused by the revision's other replicas; `<revision>-<index>`
+/// for a spec without a prefix.
+fn replica_name(
+    spec: &ReplicaSpec,
+    key: &RevisionKey,
+    index: u32,
+    replicas: &BTreeMap<u64, ReplicaEntry>,
+) -> String {
+    const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+    if spec.name_prefix.is_empty() {
+        return format!("{}-{index}", key.name);
+    }
+    use rand::Rng;
+    let mut rng = rand::rng();
+    loop {
+        let suffix: String = (0..5)
+            .map(|_| ALPHABET[rng.random_range(0..ALPHABET.len())] as char)
+            .collect();
+        let name = format!("{}{suffix}", spec.name_prefix);
+        if replicas.values().all(|r| r.status.name != name) {
+            return name;
+        }
+    }
+}
 
 /// Why the process platform could not be created.
 #[derive(Debug, thiserror::Error)]
@@ -365,14 +404,7 @@ impl Inner {
             if state.shut_down {
                 return;
             }
-            // Every port a replica of this platform holds (stopping ones too), so that a
-            // new replica never gets one of them.
-            let mut taken: HashSet<SocketAddr> = state
-                .revisions
-                .values()
-                .flat_map(|r| r.replicas.values())
-                .map(|e| e.status.address)
-                .collect();
+            let mut taken = state.taken();
             // Once per revision (and spec): say what of its pod does not run here.
             if state
                 .revisions
@@ -465,7 +497,7 @@ impl Inner {
                     break;
                 }
             };
-            let name = format!("{}-{index}", key.name);
+            let name = replica_name(&rev.spec, key, index, &rev.replicas);
             let (stop, stop_rx) = watch::channel(false);
             *next_id += 1;
             let id = *next_id;
@@ -480,6 +512,10 @@ impl Inner {
                         restarts: 0,
                         last_exit: None,
                         failure: None,
+                        times: crate::ReplicaTimes {
+                            created: Some(std::time::SystemTime::now()),
+                            ..Default::default()
+                        },
                     },
                     stopping: false,
                     stop,
@@ -497,6 +533,35 @@ impl Inner {
             changed = true;
         }
         changed
+    }
+
+    /// Stops the running replica `name` and starts another in its place.
+    fn stop_replica(self: &Arc<Self>, key: &RevisionKey, name: &str) -> bool {
+        let found = {
+            let mut guard = lock(&self.state);
+            let state = &mut *guard;
+            let mut taken = state.taken();
+            let shut_down = state.shut_down;
+            let Some(rev) = state.revisions.get_mut(key) else {
+                return false;
+            };
+            let Some(replica) = rev
+                .replicas
+                .values_mut()
+                .find(|r| r.status.name == name && !r.stopping)
+            else {
+                return false;
+            };
+            replica.stop();
+            if rev.failure.is_none() && !shut_down && !rev.removing {
+                self.converge(&mut state.next_id, rev, key, &mut taken);
+            }
+            true
+        };
+        if found {
+            self.notify(key);
+        }
+        found
     }
 
     fn remove(&self, key: &RevisionKey) {
@@ -548,6 +613,7 @@ impl Inner {
                 restarts: 0,
                 last_exit: None,
                 failure: Some(failure.clone()),
+                times: Default::default(),
             }));
         }
         list
@@ -600,6 +666,10 @@ impl Platform for ProcessPlatform {
 
     fn remove(&self, key: &RevisionKey) {
         self.inner.remove(key);
+    }
+
+    fn stop_replica(&self, key: &RevisionKey, name: &str) -> bool {
+        self.inner.stop_replica(key, name)
     }
 
     fn replicas(&self, key: &RevisionKey) -> Vec<ReplicaStatus> {

@@ -11,7 +11,7 @@ use std::{
     collections::VecDeque,
     net::SocketAddr,
     sync::{Arc, Mutex},
-    time::Duration,
+    time::{Duration, SystemTime},
 };
 
 use nix::sys::signal::Signal;
@@ -163,11 +163,15 @@ impl Replica {
         nudge: &mut watch::Receiver<u64>,
     ) -> End {
         let launched = sandbox.start().await;
+        let started_at = SystemTime::now();
+        let mut run_no = 0;
         self.update(|s| {
             s.phase = ReplicaPhase::Starting;
             if restarted {
                 s.restarts += 1;
             }
+            s.times.started = Some(started_at);
+            run_no = s.restarts;
         });
         let Launched { outputs, mut run } = match launched {
             Ok(launched) => launched,
@@ -176,7 +180,7 @@ impl Replica {
         let tail = Arc::new(Mutex::new(VecDeque::new()));
         let readers: Vec<JoinHandle<()>> = outputs
             .into_iter()
-            .map(|(stream, pipe)| self.read_output(stream, pipe, tail.clone()))
+            .map(|(stream, pipe)| self.read_output(stream, pipe, tail.clone(), run_no))
             .collect();
 
         let report = |ready: bool| {
@@ -225,18 +229,23 @@ impl Replica {
             return End::Stopped;
         }
         let message = lock(&tail).iter().cloned().collect::<Vec<_>>().join("\n");
+        let (started_at, finished_at) = (Some(started_at), Some(SystemTime::now()));
         End::Exited(match status {
             Ok(exit) => ExitInfo {
                 code: exit.code,
                 signal: exit.signal,
                 reason,
                 message,
+                started_at,
+                finished_at,
             },
             Err(e) => ExitInfo {
                 code: None,
                 signal: None,
                 reason,
                 message: format!("waiting for the process: {e}"),
+                started_at,
+                finished_at,
             },
         })
     }
@@ -264,6 +273,7 @@ impl Replica {
         stream: &'static str,
         pipe: Box<dyn AsyncRead + Unpin + Send>,
         tail: Arc<Mutex<VecDeque<String>>>,
+        run: u32,
     ) -> JoinHandle<()> {
         let (inner, key, replica) = (self.inner.clone(), self.key.clone(), self.name.clone());
         let keep = inner.options.exit_message_lines;
@@ -300,6 +310,9 @@ impl Replica {
                         replica: replica.clone(),
                         stream,
                         line,
+                        time: SystemTime::now(),
+                        run,
+                        seq: 0,
                     },
                 );
             }
@@ -318,16 +331,24 @@ impl Replica {
     }
 
     fn set_phase(&self, phase: ReplicaPhase) {
-        self.update(|s| s.phase = phase);
+        self.update(|s| {
+            if (s.phase == ReplicaPhase::Ready) != (phase == ReplicaPhase::Ready) {
+                s.times.ready_changed = Some(SystemTime::now());
+            }
+            s.phase = phase;
+        });
     }
 }
 
 /// Kubernetes reports a container that could not be started with exit code 128.
 fn start_error(message: String) -> ExitInfo {
+    let now = Some(SystemTime::now());
     ExitInfo {
         code: Some(128),
         signal: None,
         reason: None,
         message,
+        started_at: now,
+        finished_at: now,
     }
 }

@@ -103,6 +103,7 @@ fn spec(name: &str, script: &str, readiness: Probe) -> ReplicaSpec {
             ..Default::default()
         },
         grace_period: Duration::from_secs(5),
+        name_prefix: String::new(),
     }
 }
 

@@ -235,10 +235,13 @@ mod tests {
         assert_eq!(shape(&r), [("Service", vec![]), ("Route", vec![])]);
         let r = parse_resource_args(&strs(&["all"])).unwrap();
         assert_eq!(r.len(), 5);
-        let e = parse_resource_args(&strs(&["pods"]))
+        // The views are served kinds too.
+        let r = parse_resource_args(&strs(&["po", "hello-00001-deployment-x"])).unwrap();
+        assert_eq!(shape(&r), [("Pod", strs(&["hello-00001-deployment-x"]))]);
+        let e = parse_resource_args(&strs(&["widgets"]))
             .unwrap_err()
             .to_string();
-        assert_eq!(e, "the server doesn't have a resource type \"pods\"");
+        assert_eq!(e, "the server doesn't have a resource type \"widgets\"");
         assert!(parse_resource_args(&strs(&["ksvc/a", "b"])).is_err());
         assert!(parse_resource_args(&strs(&["ksvc", "rt/b"])).is_err());
         assert!(parse_resource_args(&[]).is_err());

@@ -1,6 +1,8 @@
 //! Test harness: a real `wisp serve` on an ephemeral loopback port with its own data dir.
 #![allow(dead_code)]
 
+pub mod kubectl;
+
 use std::{
     io::{BufRead, BufReader},
     path::{Path, PathBuf},
