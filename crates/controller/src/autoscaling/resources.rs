@@ -182,8 +182,10 @@ pub struct Step {
     pub result: ScaleResult,
     /// The decision taken in this step, if it was a tick (or a poke) with data.
     pub decision: Option<Decision>,
-    /// Time until the next tick.
-    pub next_tick: Duration,
+    /// Time until the next tick; None when the revision is at rest at zero (no replica,
+    /// none wanted, no traffic seen): nothing can change until the activator pokes it, and
+    /// ten thousand idle revisions must not cost a reconcile every two seconds each.
+    pub next_tick: Option<Duration>,
 }
 
 impl KpaState {
@@ -253,10 +255,17 @@ impl KpaState {
             self.replicas = n;
         }
         let next = self.last_tick.map_or(now, |t| t + TICK);
+        let no_traffic = observed.is_none_or(|(stable, panic)| stable <= 0.0 && panic <= 0.0);
+        let at_rest = self.replicas == 0
+            && ready == 0
+            && self.desired <= 0
+            && result.want <= 0
+            && result.replicas.is_none_or(|n| n == 0)
+            && no_traffic;
         Step {
             result,
             decision,
-            next_tick: next.saturating_sub(now).max(MIN_REQUEUE),
+            next_tick: (!at_rest).then(|| next.saturating_sub(now).max(MIN_REQUEUE)),
         }
     }
 

@@ -48,6 +48,14 @@ impl TypedReconciler for RouteReconciler {
             Err(msg) => Outcome::BadHosts(msg),
             Ok(hosts) => {
                 let (configurations, revisions) = referenced(ctx, route)?;
+                // A new route's first status waits until what it references has a
+                // status of its own (whose write re-queues it through the RouteIndex):
+                // one status write instead of an "unresolved" one replaced a moment later.
+                let unsettled = configurations.values().any(|c| c.status.is_none())
+                    || revisions.values().any(|r| r.status.is_none());
+                if route.status.is_none() && unsettled {
+                    return Ok(Action::Done);
+                }
                 match resources::resolve(route, &configurations, &revisions) {
                     Err(e) => Outcome::Unresolved(hosts, e),
                     Ok(traffic) => {
