@@ -21,7 +21,7 @@ use self::resources::Outcome;
 use crate::{
     objects,
     reconciler::{Action, Context, Event, ObjectRef, ReconcileError, TypedReconciler},
-    routing::{HostRoute, RoutingTable},
+    routing::HostRoute,
 };
 
 /// Reconciles `routes.serving.knative.dev`.
@@ -127,23 +127,14 @@ fn referenced(
 }
 
 /// Replaces the route's hosts in the routing table. `rcu` retries on a concurrent swap, so
-/// two routes reconciled at once never lose each other's entries.
+/// two routes reconciled at once never lose each other's entries. Costs the same whatever
+/// the number of routes (see [`RoutingTable`](crate::routing::RoutingTable)).
 fn publish(ctx: &Context, namespace: &str, name: &str, entries: &BTreeMap<String, HostRoute>) {
-    let unchanged = |t: &RoutingTable| {
-        let mine = t
-            .hosts
-            .iter()
-            .filter(|(_, h)| h.namespace == namespace && h.route == name);
-        mine.clone().count() == entries.len()
-            && mine
-                .zip(entries)
-                .all(|((ha, a), (hb, b))| ha == hb && a == b)
-    };
-    if unchanged(&ctx.routing.load()) {
+    if ctx.routing.load().holds(namespace, name, entries) {
         return;
     }
     ctx.routing
-        .rcu(|old| Arc::new(resources::replace_route(old, namespace, name, entries)));
+        .rcu(|old| Arc::new(old.replace_route(namespace, name, entries)));
 }
 
 #[cfg(test)]
