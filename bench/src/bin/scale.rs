@@ -9,11 +9,11 @@
 //! 2. idles `--idle` seconds: wisp's CPU and store writes meanwhile, then its RSS;
 //! 3. reads: the list of all Services in one request, and paged (`limit`/`continue`);
 //! 4. the next services: `--late` more created one at a time, create → Ready each;
-//! 5. one Route's traffic changed: a tag removed from a Service's traffic → the time until
-//!    the ingress answers 404 for the tag's host;
-//! 6. restart: SIGTERM, a new `wisp serve` on the same data dir: time until its API
+//! 5. restart: SIGTERM, a new `wisp serve` on the same data dir: time until its API
 //!    answers, until the first Service created answers through the ingress again, and how
 //!    many replicas run a little later (should be only the one that was asked for);
+//! 6. one Route's traffic changed: a tag removed from a Service's traffic → the time until
+//!    the ingress answers 404 for the tag's host;
 //! 7. cold start: one request to each of the `--late` services (at zero) → answered.
 //!
 //! Then, for each of `--replica-sizes`, the same creation with one replica per Service
@@ -57,7 +57,7 @@ struct Args {
     #[arg(long, value_delimiter = ',', default_value = "100,1000,10000")]
     sizes: Vec<usize>,
     /// Numbers of services with a running replica each (10,000 replicas do not fit in 2
-    /// cores: these stop at 1,000).
+    /// cores: these stop at 1,000). 0: none.
     #[arg(long, value_delimiter = ',', default_value = "100,1000")]
     replica_sizes: Vec<usize>,
     /// Client threads creating the services.
@@ -352,7 +352,6 @@ fn at_zero(args: &Args, wisp: &PathBuf, app: &str, n: usize) -> anyhow::Result<A
     setup::announce(&server, None);
     std::thread::sleep(Duration::from_millis(500));
     let rss_empty = Memory::read(server.pid())?.rss;
-    let ingress = server.ingress_addr(Duration::from_secs(5))?;
 
     let mut watch = ReadyWatch::start(server.api())?;
     let names: Vec<String> = (0..n).map(|i| format!("s-{i:05}")).collect();
@@ -386,12 +385,8 @@ fn at_zero(args: &Args, wisp: &PathBuf, app: &str, n: usize) -> anyhow::Result<A
     }
     watch.stop();
 
-    eprintln!("  route updates");
-    let mut updates = Vec::new();
-    for name in names.iter().take(5) {
-        updates.push(route_update(server.api(), ingress, name)?);
-    }
-
+    // Before any request: every revision is still at zero, so after the restart only the
+    // one asked for may run a replica.
     eprintln!("  restart");
     let (server, _stop, restart_api) = server.restart(&opts)?;
     let ingress = server.ingress_addr(Duration::from_secs(10))?;
@@ -402,6 +397,12 @@ fn at_zero(args: &Args, wisp: &PathBuf, app: &str, n: usize) -> anyhow::Result<A
     let idle_after_restart = idle(&server, 3)?;
     // Only the Service just asked should run a replica.
     let replicas_after_restart = server.replicas().len();
+
+    eprintln!("  route updates");
+    let mut updates = Vec::new();
+    for name in names.iter().skip(1).take(5) {
+        updates.push(route_update(server.api(), ingress, name)?);
+    }
 
     eprintln!("  cold starts");
     let mut cold = Vec::new();
@@ -479,11 +480,12 @@ fn main() -> anyhow::Result<()> {
     let (wisp, app) = setup::binaries(args.wisp.as_deref(), args.app.as_deref(), "hello")?;
     let load_start = procfs::loadavg();
     let mut zero = Vec::new();
-    for &n in &args.sizes {
+    // A size of 0 skips the round (`--replica-sizes 0`: none with replicas).
+    for &n in args.sizes.iter().filter(|n| **n > 0) {
         zero.push((n, at_zero(&args, &wisp, &app, n)?));
     }
     let mut replicas = Vec::new();
-    for &n in &args.replica_sizes {
+    for &n in args.replica_sizes.iter().filter(|n| **n > 0) {
         replicas.push((n, with_replicas(&args, &wisp, &app, n)?));
     }
 
@@ -752,9 +754,9 @@ fn plot(zero: &[(usize, AtZero)], replicas: &[(usize, WithReplicas)]) -> String 
         let px = |n: usize| x0 + ((n as f64).log10() - lmin) / (lmax - lmin) * pw;
         let py = |v: f64| top + ph - v / ymax * ph;
         s += &format!(
-            r#"<text x="{}" y="{}" text-anchor="middle" font-weight="bold">{title}</text>
+            r##"<text x="{}" y="{}" text-anchor="middle" font-weight="bold">{title}</text>
 <rect x="{x0}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>
-"#,
+"##,
             x0 + pw / 2.0,
             top - 12.0
         );

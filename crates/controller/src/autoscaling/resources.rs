@@ -23,7 +23,7 @@ use wisp_autoscaler::{
 
 use crate::{
     autoscaling::scaling::{RevisionScale, RoutingMode},
-    conditions::{ConditionSet, READY},
+    conditions::{self, ConditionSet, READY},
     names::{label, routing_state},
     objects,
 };
@@ -204,10 +204,30 @@ impl KpaState {
         }
     }
 
-    /// The state for a PodAutoscaler under `cfg` (spec and progress deadline from it).
+    /// The state for a PodAutoscaler under `cfg` (spec and progress deadline from it). A
+    /// PA whose status says its scale target was initialized is one wisp reconciled before
+    /// a restart: it resumes from that status (its replicas = `desiredScale`, its Active
+    /// condition) instead of starting again from initial-scale, so a restart starts no
+    /// replica for a revision at zero.
     pub fn for_pa(pa: &PodAutoscaler, uid: &str, cfg: &Config, now: Duration) -> Self {
         let progress = progress_deadline(&pa.metadata.annotations, &cfg.deployment);
-        KpaState::new(uid, decider_spec(pa, cfg), now, progress)
+        let mut st = KpaState::new(uid, decider_spec(pa, cfg), now, progress);
+        if let Some(status) = &pa.status
+            && conditions::is_true(&status.status, SCALE_TARGET_INITIALIZED)
+            && let Some(desired) = status.desired_scale.filter(|d| *d >= 0)
+        {
+            let active = match status.status.condition(ACTIVE) {
+                Some(c) if c.status == ConditionStatus::True => ActiveState::Active,
+                Some(c) if c.status == ConditionStatus::False && c.reason == TIMED_OUT => {
+                    ActiveState::TimedOut
+                }
+                Some(c) if c.status == ConditionStatus::False => ActiveState::Inactive,
+                _ => ActiveState::Activating,
+            };
+            st.replicas = u32::try_from(desired).unwrap_or(0);
+            st.scaler = Scaler::resume(now, activation_timeout(progress), active, true);
+        }
+        st
     }
 
     /// One reconcile at `now` with `ready` ready replicas: applies a changed spec; decides

@@ -406,3 +406,40 @@ fn a_revision_at_rest_at_zero_needs_no_tick_until_poked() {
         assert_eq!(st.replicas, replicas, "case {i}");
     }
 }
+
+#[test]
+fn a_pa_reconciled_before_a_restart_resumes_from_its_status() {
+    let cfg = Config::default();
+    let mut pa = make_pa(&rev(&[], Some("active")));
+    let now = secs(1000);
+    assert_eq!(
+        KpaState::for_pa(&pa, "rev-uid", &cfg, now).replicas,
+        1,
+        "a new PA starts at initial-scale"
+    );
+    // (desiredScale, Active, scale target initialized) in the stored status → replicas,
+    // and whether a step with no data then plans no tick (at rest at zero).
+    for (want, active, initialized, replicas, at_rest) in [
+        (0, ActiveState::Inactive, true, 0, true),
+        (3, ActiveState::Active, true, 3, false),
+        // Not initialized, or unknown: as a new PA.
+        (0, ActiveState::Inactive, false, 1, false),
+        (-1, ActiveState::Inactive, true, 1, false),
+    ] {
+        let result = ScaleResult {
+            replicas: None,
+            want,
+            active,
+            scale_target_initialized: initialized,
+            activator_in_path: want == 0,
+        };
+        pa.status = Some(compute_status(None, &pa, &result, 0, test_clock()));
+        let mut st = KpaState::for_pa(&pa, "rev-uid", &cfg, now);
+        let case = format!("{want} {active:?} {initialized}");
+        assert_eq!(st.replicas, replicas, "{case}");
+        let spec = st.spec.clone();
+        let step = st.step(now, &spec, 0, None, false);
+        assert_eq!(step.next_tick.is_none(), at_rest, "{case}");
+        assert_eq!(st.replicas, replicas, "{case}: no data changes nothing");
+    }
+}
