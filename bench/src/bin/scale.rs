@@ -479,14 +479,22 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let (wisp, app) = setup::binaries(args.wisp.as_deref(), args.app.as_deref(), "hello")?;
     let load_start = procfs::loadavg();
+    // A round that fails is reported as such; the others still are.
+    let mut failed = Vec::new();
     let mut zero = Vec::new();
     // A size of 0 skips the round (`--replica-sizes 0`: none with replicas).
     for &n in args.sizes.iter().filter(|n| **n > 0) {
-        zero.push((n, at_zero(&args, &wisp, &app, n)?));
+        match at_zero(&args, &wisp, &app, n) {
+            Ok(z) => zero.push((n, z)),
+            Err(e) => failed.push(format!("{n} services at zero: {e:#}")),
+        }
     }
     let mut replicas = Vec::new();
     for &n in args.replica_sizes.iter().filter(|n| **n > 0) {
-        replicas.push((n, with_replicas(&args, &wisp, &app, n)?));
+        match with_replicas(&args, &wisp, &app, n) {
+            Ok(r) => replicas.push((n, r)),
+            Err(e) => failed.push(format!("{n} services with a replica: {e:#}")),
+        }
     }
 
     let mut out = setup::results_header("Many services on one machine", &load_start);
@@ -501,12 +509,19 @@ fn main() -> anyhow::Result<()> {
     out += &replica_table(&replicas, &args).render();
     out += "\nThe idle figures with replicas are the KPA ticking every revision (no request \
             is sent); per revision and tick: the CPU share × 2 s / N.\n";
+    for f in &failed {
+        out += &format!("\n**Round failed**: {f}\n");
+    }
     if !args.no_write {
         let svg = args.out.with_extension("svg");
         std::fs::write(&svg, plot(&zero, &replicas))
             .with_context(|| format!("writing {}", svg.display()))?;
     }
-    setup::write_results(&out, &args.out, args.no_write)
+    setup::write_results(&out, &args.out, args.no_write)?;
+    if !failed.is_empty() {
+        bail!("{} round(s) failed", failed.len());
+    }
+    Ok(())
 }
 
 fn pct(share: f64) -> String {
