@@ -26,7 +26,7 @@
 use std::{
     collections::HashMap,
     net::SocketAddr,
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::{Barrier, Mutex, mpsc},
     time::{Duration, Instant},
 };
@@ -342,10 +342,10 @@ struct AtZero {
     idle_after_restart: Idle,
 }
 
-fn at_zero(args: &Args, wisp: &PathBuf, app: &str, n: usize) -> anyhow::Result<AtZero> {
+fn at_zero(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<AtZero> {
     let timeout = Duration::from_secs(args.timeout);
     let (_dir, config) = setup::config_file(AT_ZERO)?;
-    let mut opts = server::Options::new(wisp.clone());
+    let mut opts = server::Options::new(wisp.to_path_buf());
     opts.config = Some(config);
     opts.start_timeout = Duration::from_secs(60);
     let server = Server::start(&opts)?;
@@ -443,8 +443,8 @@ struct WithReplicas {
     rss_idle: u64,
 }
 
-fn with_replicas(args: &Args, wisp: &PathBuf, app: &str, n: usize) -> anyhow::Result<WithReplicas> {
-    let mut opts = server::Options::new(wisp.clone());
+fn with_replicas(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<WithReplicas> {
+    let mut opts = server::Options::new(wisp.to_path_buf());
     opts.start_timeout = Duration::from_secs(60);
     let server = Server::start(&opts)?;
     setup::announce(&server, None);

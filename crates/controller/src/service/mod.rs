@@ -36,7 +36,7 @@ impl TypedReconciler for ServiceReconciler {
             svc,
             resources::configuration(svc),
             || resources::new_configuration(svc),
-            |d, e| resources::reconcile_configuration(d, e),
+            resources::reconcile_configuration,
         )?;
         let mut name_taken = false;
         let mut route = None;
@@ -54,7 +54,7 @@ impl TypedReconciler for ServiceReconciler {
                         svc,
                         desired.clone(),
                         || desired,
-                        |d, e| resources::reconcile_route(d, e),
+                        resources::reconcile_route,
                     )?);
                 }
             }

@@ -393,7 +393,7 @@ fn a_revision_at_rest_at_zero_needs_no_tick_until_poked() {
     let mut st = KpaState::new("u", spec.clone(), t0, secs(600));
     assert_eq!(st.replicas, 0);
     // (step at, ready, observed, poked) → (a tick planned?, replicas to run)
-    let cases: [(Duration, u32, Option<(f64, f64)>, bool, bool, u32); 3] = [
+    let cases = [
         // Nothing runs, nothing wanted, no traffic: at rest.
         (t0, 0, None, false, false, 0),
         (t0 + secs(5), 0, Some((0.0, 0.0)), false, false, 0),
