@@ -528,17 +528,35 @@ fn pct(share: f64) -> String {
     format!("{:.2} %", share * 100.0)
 }
 
-fn zero_table(rows: &[(usize, AtZero)], args: &Args) -> Table {
-    let mut header = vec!["services at zero".to_string()];
-    header.extend(rows.iter().map(|(n, _)| n.to_string()));
-    header.push("target (issue #21)".into());
-    let mut t = Table::new(header);
-    let mut row = |what: &str, f: &dyn Fn(&AtZero) -> String, target: &str| {
+/// A table with one column per size: each row a measure, its value at each size, a target.
+struct Columns<'a, T> {
+    rows: &'a [(usize, T)],
+    table: Table,
+}
+
+impl<'a, T> Columns<'a, T> {
+    fn new(what: &str, rows: &'a [(usize, T)]) -> Self {
+        let mut header = vec![what.to_string()];
+        header.extend(rows.iter().map(|(n, _)| n.to_string()));
+        header.push("target (issue #21)".into());
+        Columns {
+            rows,
+            table: Table::new(header),
+        }
+    }
+
+    fn row(&mut self, what: &str, f: &dyn Fn(&T) -> String, target: &str) {
         let mut r = vec![what.to_string()];
-        r.extend(rows.iter().map(|(_, z)| f(z)));
+        r.extend(self.rows.iter().map(|(_, z)| f(z)));
         r.push(target.to_string());
-        t.row(r);
-    };
+        self.table.row(r);
+    }
+}
+
+fn zero_table(rows: &[(usize, AtZero)], args: &Args) -> Table {
+    let mut cols = Columns::new("services at zero", rows);
+    let mut row =
+        |what: &str, f: &dyn Fn(&AtZero) -> String, target: &str| cols.row(what, f, target);
     row(
         "all POSTs answered after",
         &|z| ms(z.creation.all_acked),
@@ -641,20 +659,13 @@ fn zero_table(rows: &[(usize, AtZero)], args: &Args) -> Table {
         &|z| ms(z.cold_start.p95),
         "≤ 1.2 × the smallest size's",
     );
-    t
+    cols.table
 }
 
 fn replica_table(rows: &[(usize, WithReplicas)], args: &Args) -> Table {
-    let mut header = vec!["services with a replica".to_string()];
-    header.extend(rows.iter().map(|(n, _)| n.to_string()));
-    header.push("target".into());
-    let mut t = Table::new(header);
-    let mut row = |what: &str, f: &dyn Fn(&WithReplicas) -> String, target: &str| {
-        let mut r = vec![what.to_string()];
-        r.extend(rows.iter().map(|(_, z)| f(z)));
-        r.push(target.to_string());
-        t.row(r);
-    };
+    let mut cols = Columns::new("services with a replica", rows);
+    let mut row =
+        |what: &str, f: &dyn Fn(&WithReplicas) -> String, target: &str| cols.row(what, f, target);
     row(
         "all POSTs answered after",
         &|z| ms(z.creation.all_acked),
@@ -696,7 +707,7 @@ fn replica_table(rows: &[(usize, WithReplicas)], args: &Args) -> Table {
         "",
     );
     row("wisp RSS, idle", &|z| Mib(z.rss_idle).to_string(), "");
-    t
+    cols.table
 }
 
 /// Three panels against the number of services (log scale): create → Ready p95, wisp CPU
