@@ -92,6 +92,36 @@ impl Api {
         Ok(check(self.client.post(&url).json(object).send()?)?.json()?)
     }
 
+    /// Applies a JSON merge patch to one object (RFC 7386).
+    pub fn merge_patch(
+        &self,
+        group_version: &str,
+        namespace: &str,
+        plural: &str,
+        name: &str,
+        patch: &Value,
+    ) -> anyhow::Result<Value> {
+        let url = format!(
+            "{}/{name}",
+            self.collection_url(group_version, namespace, plural)
+        );
+        let resp = self
+            .client
+            .patch(&url)
+            .header(
+                reqwest::header::CONTENT_TYPE,
+                "application/merge-patch+json",
+            )
+            .body(serde_json::to_vec(patch)?)
+            .send()?;
+        Ok(check(resp)?.json()?)
+    }
+
+    /// GETs `path` (below the base URL) as JSON.
+    pub fn get_json(&self, path: &str) -> anyhow::Result<Value> {
+        Ok(check(self.client.get(format!("{}{path}", self.base)).send()?)?.json()?)
+    }
+
     /// DELETEs one object; a 404 is not an error.
     pub fn delete(
         &self,

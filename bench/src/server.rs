@@ -103,6 +103,40 @@ impl Server {
             .prefix("wisp-bench-")
             .tempdir()
             .context("creating a temporary data dir")?;
+        Self::start_in(opts, data_dir)
+    }
+
+    /// Stops the server (SIGTERM, as [`Server::stop`]) and starts it again with `opts` on
+    /// the same data dir. Returns the stop report and the time from the new process's
+    /// spawn to its API answering a request.
+    pub fn restart(self, opts: &Options) -> anyhow::Result<(Server, StopReport, Duration)> {
+        let mut old = self;
+        let report = old.stop_inner()?;
+        // Keep the directory: it moves to the new server.
+        let data_dir = std::mem::replace(&mut old.data_dir, tempfile::tempdir()?);
+        drop(old);
+        // The new process writes a fresh log (its listening lines are looked up there).
+        let log = data_dir.path().join("wisp.log");
+        std::fs::rename(&log, log.with_extension("log.1"))?;
+        let start = Instant::now();
+        let server = Self::start_in(opts, data_dir)?;
+        loop {
+            if server
+                .api
+                .resource_version(crate::api::SERVING, "services")
+                .is_ok()
+            {
+                break;
+            }
+            if start.elapsed() > opts.start_timeout {
+                bail!("the restarted server's API did not answer");
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        Ok((server, report, start.elapsed()))
+    }
+
+    fn start_in(opts: &Options, data_dir: tempfile::TempDir) -> anyhow::Result<Server> {
         let mut cmd = Command::new(&opts.wisp);
         crate::install_crypto_provider();
         cmd.arg("serve")

@@ -528,3 +528,35 @@ async fn proxy_mode_serves_waiters_in_arrival_order() {
     }
     assert_eq!(*order.lock().unwrap(), (0..8).collect::<Vec<_>>());
 }
+
+/// A revision with nothing to say (no replica, nobody waiting, no request since the last
+/// report) is left out of the report: ten thousand revisions at zero cost no sample each
+/// second. One with a request since the last report is in it once, then left out again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_revisions_at_zero_are_left_out_of_the_report() {
+    let a = app("a").await;
+    let f = front(cfg(0, Duration::from_secs(10)), 10).await;
+    let (_idle, created) = f.backends.ensure(
+        &RevisionKey::new("default", "idle-1"),
+        &cfg(0, Duration::from_secs(10)),
+    );
+    assert!(created);
+    let mut last = std::collections::HashMap::new();
+    let now = tokio::time::Instant::now();
+    let s = f.backends.report(now, &mut last);
+    assert!(s.revisions.is_empty() && s.replicas.is_empty(), "{s:?}");
+
+    f.backend.set_replicas(&[replica("a", a.addr)]);
+    assert_eq!(within("get", get(f.addr, "/")).await.0, 200);
+    f.backend.set_replicas(&[]);
+    let s = f.backends.report(now, &mut last);
+    let names: Vec<_> = s
+        .revisions
+        .iter()
+        .map(|r| r.revision.name.as_str())
+        .collect();
+    assert_eq!(names, ["rev-1"]);
+    assert_eq!(s.revisions[0].requests, 1);
+    let s = f.backends.report(now, &mut last);
+    assert!(s.revisions.is_empty(), "nothing new: {s:?}");
+}

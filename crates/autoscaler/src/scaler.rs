@@ -127,6 +127,23 @@ impl Scaler {
         }
     }
 
+    /// The scaler of a revision that was already running before wisp restarted, as its
+    /// PodAutoscaler's status recorded it: Knative's KPA, restarted, finds the same in the
+    /// PA and the Deployment. (Starting it as [`Scaler::new`] would start initial-scale
+    /// replicas for every revision that had scaled to zero.)
+    pub fn resume(
+        now: Duration,
+        activation_timeout: Duration,
+        active: ActiveState,
+        scale_target_initialized: bool,
+    ) -> Self {
+        Scaler {
+            active,
+            scale_target_initialized,
+            ..Scaler::new(now, activation_timeout)
+        }
+    }
+
     /// The Active condition.
     pub fn active(&self) -> ActiveState {
         self.active

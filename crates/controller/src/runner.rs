@@ -59,9 +59,11 @@ use crate::{
 /// How often everything is re-queued even without changes.
 pub const RESYNC_PERIOD: Duration = Duration::from_secs(300);
 /// Reconciles in flight per reconciler (never two for the same key). They all run on the
-/// one reconcile thread; what several workers buy is a queue there, so that a burst (100
-/// services at once) runs in a few store batches instead of one commit per reconcile.
-pub const DEFAULT_WORKERS: usize = 4;
+/// one reconcile thread; what several workers buy is a queue there, so that a burst (1,000
+/// services at once) runs in full store batches (up to 64 reconciles, one commit) instead
+/// of a commit per handful: with 4, a batch held at most 4 keys of each kind, and a key
+/// queued behind a thousand others waited seconds for its first look.
+pub const DEFAULT_WORKERS: usize = 16;
 /// Events read from the store per batch.
 const EVENT_BATCH: usize = 500;
 /// Pause before retrying after the store failed to answer the watch.

@@ -18,7 +18,7 @@
 
 use std::{
     borrow::Borrow,
-    collections::{HashMap, HashSet, VecDeque},
+    collections::{BTreeSet, HashMap, HashSet, VecDeque},
     hash::Hash,
     sync::{Arc, Mutex, MutexGuard},
     time::Duration,
@@ -61,6 +61,9 @@ impl<K: Key> Default for WorkQueue<K> {
                     dirty: HashSet::new(),
                     processing: HashSet::new(),
                     delayed: HashMap::new(),
+                    timers: BTreeSet::new(),
+                    timer_keys: HashMap::new(),
+                    next_timer: 0,
                     why: HashMap::new(),
                     failures: HashMap::new(),
                     shut_down: false,
@@ -94,8 +97,17 @@ struct State<K> {
     dirty: HashSet<K>,
     /// Keys handed out and not yet `done`.
     processing: HashSet<K>,
-    /// Keys waiting for a time, with the earliest time asked for (and why).
-    delayed: HashMap<K, (Instant, Why)>,
+    /// Keys waiting for a time, with the earliest time asked for, why, and their entry
+    /// in `timers`.
+    delayed: HashMap<K, (Instant, Why, u64)>,
+    /// The delayed keys' times in order (time, entry number), so that finding what is
+    /// due and the next deadline never walks every delayed key: with thousands of
+    /// revisions ticking, a scan per `get` was work that grew with the number of objects.
+    timers: BTreeSet<(Instant, u64)>,
+    /// The key of each `timers` entry.
+    timer_keys: HashMap<u64, K>,
+    /// The number of the next `timers` entry.
+    next_timer: u64,
     /// Why each dirty key was first queued since it was last handed out.
     why: HashMap<K, Why>,
     /// Consecutive failures per key, for back-off.
@@ -120,21 +132,37 @@ impl<K: Key> State<K> {
 
     /// Moves every delayed key whose time has come into the queue; returns how many.
     fn promote_due(&mut self, now: Instant) -> usize {
-        let due: Vec<K> = self
-            .delayed
-            .iter()
-            .filter(|(_, (t, _))| *t <= now)
-            .map(|(k, _)| k.clone())
-            .collect();
         let mut n = 0;
-        for k in due {
-            if let Some((_, why)) = self.delayed.remove(&k)
-                && self.add(k, why)
+        while let Some(&(at, id)) = self.timers.first()
+            && at <= now
+        {
+            self.timers.pop_first();
+            let Some(key) = self.timer_keys.remove(&id) else {
+                continue;
+            };
+            if let Some((_, why, _)) = self.delayed.remove(&key)
+                && self.add(key, why)
             {
                 n += 1;
             }
         }
         n
+    }
+
+    /// Delays `key` until `at` unless it already waits for an earlier time.
+    fn delay(&mut self, key: K, at: Instant, why: Why) {
+        if let Some(&(old, _, id)) = self.delayed.get(&key) {
+            if old <= at {
+                return;
+            }
+            self.timers.remove(&(old, id));
+            self.timer_keys.remove(&id);
+        }
+        let id = self.next_timer;
+        self.next_timer += 1;
+        self.timers.insert((at, id));
+        self.timer_keys.insert(id, key.clone());
+        self.delayed.insert(key, (at, why, id));
     }
 }
 
@@ -176,10 +204,7 @@ impl<K: Key> WorkQueue<K> {
             if st.shut_down {
                 return;
             }
-            let slot = st.delayed.entry(key.into()).or_insert((at, why));
-            if at < slot.0 {
-                *slot = (at, why);
-            }
+            st.delay(key.into(), at, why);
         }
         // A waiting worker may be sleeping until a later deadline: wake one to re-plan.
         self.inner.notify.notify_one();
@@ -245,7 +270,7 @@ impl<K: Key> WorkQueue<K> {
                     }
                     return Some((key, why));
                 }
-                st.delayed.values().map(|(t, _)| *t).min()
+                st.timers.first().map(|(t, _)| *t)
             };
             match next_deadline {
                 Some(at) => {

@@ -234,7 +234,7 @@ mod tests {
             hosts.insert(h.to_string(), local.clone());
         }
         hosts.insert("private.default.svc.cluster.local".to_string(), private);
-        RoutingTable { hosts }
+        RoutingTable::from_hosts(hosts)
     }
 
     fn revs(t: Result<&[RevisionTarget], NoRoute>) -> Vec<&str> {

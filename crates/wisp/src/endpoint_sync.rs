@@ -9,7 +9,9 @@
 //! - Replicas: every `Platform::changes()` key re-reads that revision's replicas; a lagged
 //!   broadcast re-reads them all.
 //! - Every [`RESYNC_PERIOD`] the watch is started again from a fresh list: simple, and it
-//!   repairs whatever a missed event could have left behind.
+//!   repairs whatever a missed event could have left behind. Rarely: a list of ten
+//!   thousand revisions is work that grows with the number of services, and the watch
+//!   itself misses nothing (it re-lists on its own when the log was compacted past it).
 
 use std::{collections::HashSet, future::Future, sync::Arc, time::Duration};
 
@@ -22,7 +24,7 @@ use wisp_store::{EventType, OnGone, Store, Watch, WatchBatch, WatchEvent, WatchS
 use wisp_activator::{Backends, config::queue_config};
 
 /// The safety-net full resync.
-pub const RESYNC_PERIOD: Duration = Duration::from_secs(5);
+pub const RESYNC_PERIOD: Duration = Duration::from_secs(300);
 
 /// Pause before retrying after the store failed to answer.
 const RETRY: Duration = Duration::from_secs(1);
@@ -119,6 +121,12 @@ impl Sync {
 
     /// A backend for a stored revision (created if new, with its replicas read at once).
     fn revision(&self, obj: &serde_json::Value) {
+        // Revisions are immutable: a known one has nothing new to say (its status changes
+        // are the controller's business), and decoding it again would cost every event.
+        let key = key_of(obj);
+        if self.backends.get(&key.namespace, &key.name).is_some() {
+            return;
+        }
         let rev: Revision = match serde_json::from_value(obj.clone()) {
             Ok(r) => r,
             Err(e) => {

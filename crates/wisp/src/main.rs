@@ -14,6 +14,12 @@ mod tls;
 
 use std::process::ExitCode;
 
+/// mimalloc instead of glibc's malloc: while 1,000 services were created at once, glibc's
+/// malloc, free and their consolidation were a fifth of wisp's CPU (perf, bench/scale),
+/// and its per-thread arenas keep freed memory.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Parser, Subcommand};
 
 #[derive(Debug, Parser)]

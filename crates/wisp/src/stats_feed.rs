@@ -4,7 +4,7 @@
 //! figures are attributed by the routing mode is the collector's rule
 //! ([`Sample::attribute`]); this module only picks one revision's figures out of the report.
 
-use std::sync::Arc;
+use std::{collections::BTreeMap, sync::Arc};
 
 use wisp_activator::Stats;
 use wisp_autoscaler::{ActivatorReport, PodStat, RoutingMode, Sample};
@@ -40,6 +40,22 @@ pub fn sample_of(stats: &Stats, key: &RevisionKey, mode: RoutingMode) -> Sample 
     )
 }
 
+/// The report split per revision, in one pass (picking each revision's figures out of
+/// the whole report instead was quadratic in the number of revisions).
+fn by_revision(stats: &Stats) -> BTreeMap<&RevisionKey, Stats> {
+    let mut out: BTreeMap<&RevisionKey, Stats> = BTreeMap::new();
+    for r in &stats.replicas {
+        out.entry(&r.revision).or_default().replicas.push(r.clone());
+    }
+    for r in &stats.revisions {
+        out.entry(&r.revision)
+            .or_default()
+            .revisions
+            .push(r.clone());
+    }
+    out
+}
+
 /// Copies every report into the collector until `shutdown` resolves.
 pub async fn run(
     mut stats: tokio::sync::watch::Receiver<Arc<Stats>>,
@@ -54,12 +70,8 @@ pub async fn run(
         }
         let report = stats.borrow_and_update().clone();
         let now = scaling.now();
-        let mut keys: Vec<&RevisionKey> = report.revisions.iter().map(|r| &r.revision).collect();
-        keys.extend(report.replicas.iter().map(|r| &r.revision));
-        keys.sort();
-        keys.dedup();
-        for key in keys {
-            let sample = sample_of(&report, key, scaling.mode(key));
+        for (key, part) in by_revision(&report) {
+            let sample = sample_of(&part, key, scaling.mode(key));
             scaling.record(key, now, &sample);
         }
     }
@@ -130,6 +142,20 @@ mod tests {
         // Serve: 16 direct arrivals + 2 held by the activator.
         let serve = sample_of(&s, &key, RoutingMode::Serve);
         assert_eq!(observed_value(Metric::Rps, true, &serve), 18.0);
+        // Split per revision first (as `run` does): the same samples.
+        let parts = by_revision(&s);
+        assert_eq!(parts.len(), 2);
+        for k in [&key, &RevisionKey::new("default", "b-00001")] {
+            for mode in [RoutingMode::Proxy, RoutingMode::Serve] {
+                for (metric, scrapes) in [(Metric::Concurrency, true), (Metric::Rps, true)] {
+                    assert_eq!(
+                        observed_value(metric, scrapes, &sample_of(&parts[k], k, mode)),
+                        observed_value(metric, scrapes, &sample_of(&s, k, mode)),
+                        "{k} {mode:?} {metric:?}"
+                    );
+                }
+            }
+        }
         // A revision unknown to the report: an empty sample.
         let none = sample_of(&s, &RevisionKey::new("x", "y"), RoutingMode::Proxy);
         assert!(!none.has_data(true));

@@ -357,8 +357,10 @@ fn container_concurrency_serializes_and_sheds() {
     wait_200(&s.http_addr, host);
     wait_kpa_running(&s, "cc-00001");
 
-    // 11 concurrent requests (CC 1 + a queue of 10): all served, one at a time.
-    let sleep_ms = 400;
+    // 11 concurrent requests (CC 1 + a queue of 10): all served, one at a time. Each
+    // sleeps long enough that the 12th, sent once the others are in, finds the first still
+    // running and the queue full even on a loaded machine (400 ms was too short there).
+    let sleep_ms = 1000;
     let done: Arc<Mutex<Vec<(u16, Instant)>>> = Arc::default();
     let start = Instant::now();
     std::thread::scope(|scope| {
@@ -370,7 +372,7 @@ fn container_concurrency_serializes_and_sheds() {
             });
         }
         // The 12th, once the others are in: 503 at once.
-        std::thread::sleep(Duration::from_millis(300));
+        std::thread::sleep(Duration::from_millis(600));
         let t = Instant::now();
         let (st, body) = get(
             &client(),

@@ -131,8 +131,15 @@ impl TypedReconciler for PodAutoscalerReconciler {
         let (namespace, name) = (&rev.metadata.namespace, &rev.metadata.name);
         let key = RevisionKey::new(namespace, name);
         let want = resources::make_pa(rev);
-        let pa = match objects::get::<PodAutoscaler>(&ctx.store, namespace, name)? {
-            None => objects::create(&ctx.store, &want)?,
+        // A missing PA is created below with its first status in the same write (one
+        // store write instead of two); until then `pa` is the one about to be created.
+        let (pa, exists) = match objects::get::<PodAutoscaler>(&ctx.store, namespace, name)? {
+            None => {
+                let mut new = want;
+                // What the store stamps on a created object (the status observes it).
+                new.metadata.generation = 1;
+                (new, false)
+            }
             Some(pa) if !objects::is_controlled_by(&pa.metadata, &rev.metadata.uid) => {
                 // Someone else's object (Knative: NotOwned): leave it alone.
                 tracing::warn!(pa = %key, "PodAutoscaler not controlled by its revision; ignored");
@@ -140,8 +147,8 @@ impl TypedReconciler for PodAutoscalerReconciler {
                 return Ok(Action::Done);
             }
             Some(pa) => match resources::reconcile_pa(&pa, &want) {
-                Some(updated) => objects::update(&ctx.store, &updated)?,
-                None => pa,
+                Some(updated) => (objects::update(&ctx.store, &updated)?, true),
+                None => (pa, true),
             },
         };
 
@@ -185,12 +192,18 @@ impl TypedReconciler for PodAutoscalerReconciler {
 
         publish_sks(ctx, rev, &pa, published, ready);
         let status = resources::compute_status(pa.status.as_ref(), &pa, &step.result, ready, wall);
-        if pa.status.as_ref() != Some(&status) {
+        if !exists {
+            let mut created = pa;
+            created.status = Some(status);
+            objects::create(&ctx.store, &created)?;
+        } else if pa.status.as_ref() != Some(&status) {
             let mut updated = pa;
             updated.status = Some(status);
             objects::update_status(&ctx.store, &updated)?;
         }
-        Ok(Action::RequeueAfter(step.next_tick))
+        // At rest at zero no tick is needed: a request pokes the revision, which wakes
+        // this reconciler (`Scaling::poke`), and a change of the revision or PA re-queues it.
+        Ok(step.next_tick.map_or(Action::Done, Action::RequeueAfter))
     }
 
     /// The revision is gone: so is its KPA state (the store already cascade-deleted the PA),

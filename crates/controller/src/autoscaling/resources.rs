@@ -23,7 +23,7 @@ use wisp_autoscaler::{
 
 use crate::{
     autoscaling::scaling::{RevisionScale, RoutingMode},
-    conditions::{ConditionSet, READY},
+    conditions::{self, ConditionSet, READY},
     names::{label, routing_state},
     objects,
 };
@@ -182,8 +182,10 @@ pub struct Step {
     pub result: ScaleResult,
     /// The decision taken in this step, if it was a tick (or a poke) with data.
     pub decision: Option<Decision>,
-    /// Time until the next tick.
-    pub next_tick: Duration,
+    /// Time until the next tick; None when the revision is at rest at zero (no replica,
+    /// none wanted, no traffic seen): nothing can change until the activator pokes it, and
+    /// ten thousand idle revisions must not cost a reconcile every two seconds each.
+    pub next_tick: Option<Duration>,
 }
 
 impl KpaState {
@@ -202,10 +204,30 @@ impl KpaState {
         }
     }
 
-    /// The state for a PodAutoscaler under `cfg` (spec and progress deadline from it).
+    /// The state for a PodAutoscaler under `cfg` (spec and progress deadline from it). A
+    /// PA whose status says its scale target was initialized is one wisp reconciled before
+    /// a restart: it resumes from that status (its replicas = `desiredScale`, its Active
+    /// condition) instead of starting again from initial-scale, so a restart starts no
+    /// replica for a revision at zero.
     pub fn for_pa(pa: &PodAutoscaler, uid: &str, cfg: &Config, now: Duration) -> Self {
         let progress = progress_deadline(&pa.metadata.annotations, &cfg.deployment);
-        KpaState::new(uid, decider_spec(pa, cfg), now, progress)
+        let mut st = KpaState::new(uid, decider_spec(pa, cfg), now, progress);
+        if let Some(status) = &pa.status
+            && conditions::is_true(&status.status, SCALE_TARGET_INITIALIZED)
+            && let Some(desired) = status.desired_scale.filter(|d| *d >= 0)
+        {
+            let active = match status.status.condition(ACTIVE) {
+                Some(c) if c.status == ConditionStatus::True => ActiveState::Active,
+                Some(c) if c.status == ConditionStatus::False && c.reason == TIMED_OUT => {
+                    ActiveState::TimedOut
+                }
+                Some(c) if c.status == ConditionStatus::False => ActiveState::Inactive,
+                _ => ActiveState::Activating,
+            };
+            st.replicas = u32::try_from(desired).unwrap_or(0);
+            st.scaler = Scaler::resume(now, activation_timeout(progress), active, true);
+        }
+        st
     }
 
     /// One reconcile at `now` with `ready` ready replicas: applies a changed spec; decides
@@ -253,10 +275,17 @@ impl KpaState {
             self.replicas = n;
         }
         let next = self.last_tick.map_or(now, |t| t + TICK);
+        let no_traffic = observed.is_none_or(|(stable, panic)| stable <= 0.0 && panic <= 0.0);
+        let at_rest = self.replicas == 0
+            && ready == 0
+            && self.desired <= 0
+            && result.want <= 0
+            && result.replicas.is_none_or(|n| n == 0)
+            && no_traffic;
         Step {
             result,
             decision,
-            next_tick: next.saturating_sub(now).max(MIN_REQUEUE),
+            next_tick: (!at_rest).then(|| next.saturating_sub(now).max(MIN_REQUEUE)),
         }
     }
 

@@ -113,11 +113,8 @@ fn creates_the_pa_and_forgets_it_with_the_revision() {
     let (ctx, _platform) = setup(&[]);
     let r = PodAutoscalerReconciler::new();
     let action = r.reconcile_name(&ctx, NS, NAME).unwrap();
-    assert_eq!(
-        action,
-        Action::RequeueAfter(Duration::from_secs(2)),
-        "the tick"
-    );
+    // Initial scale 0 and no traffic: at rest, no tick until the activator pokes it.
+    assert_eq!(action, Action::Done, "no tick at rest");
     let pa = pa_of(&ctx);
     let rev: Revision = testing::fetch(&ctx, NS, NAME);
     assert!(objects::is_controlled_by(&pa.metadata, &rev.metadata.uid));

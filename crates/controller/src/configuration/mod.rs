@@ -67,6 +67,13 @@ impl TypedReconciler for ConfigurationReconciler {
             },
         };
 
+        // A new configuration's first status waits for its revision's first (which
+        // re-queues it through the owner reference): one status write instead of an
+        // "in progress" one replaced a moment later. The labeler meanwhile takes the
+        // revision this generation creates as the latest created one.
+        if cfg.status.is_none() && latest.as_ref().is_ok_and(|rev| rev.status.is_none()) {
+            return Ok(Action::Done);
+        }
         let revisions: Vec<Revision> =
             objects::list_labelled::<Revision>(&ctx.store, namespace, label::CONFIGURATION, name)?
                 .into_iter()
@@ -119,6 +126,16 @@ mod tests {
         testing::insert(&ctx, &testing::configuration("default", "hello", "img:1"));
         reconcile(&ctx, "hello");
         assert_eq!(revision_names(&ctx), ["hello-00001"]);
+        // Its first status waits for the revision's first (which re-queues it).
+        let cfg: Configuration = testing::fetch(&ctx, "default", "hello");
+        assert_eq!(cfg.status, None, "no status before the revision has one");
+        let rv = ctx.store.current_revision();
+        reconcile(&ctx, "hello");
+        assert_eq!(ctx.store.current_revision(), rv, "still nothing to write");
+        let mut rev: Revision = testing::fetch(&ctx, "default", "hello-00001");
+        set_revision_ready(&mut rev, ConditionStatus::Unknown, "Deploying", "");
+        objects::update_status(&ctx.store, &rev).unwrap();
+        reconcile(&ctx, "hello");
         let cfg: Configuration = testing::fetch(&ctx, "default", "hello");
         let st = cfg.status.as_ref().unwrap();
         assert_eq!(st.latest_created_revision_name, "hello-00001");
@@ -141,6 +158,7 @@ mod tests {
         reconcile(&ctx, "hello");
         reconcile(&ctx, "hello");
         assert_eq!(revision_names(&ctx), ["hello-00001", "hello-00002"]);
+        // Once it has a status, a new revision is reported at once.
         let rev: Revision = testing::fetch(&ctx, "default", "hello-00002");
         assert_eq!(rev.spec.pod.containers[0].image, "img:2");
         assert_eq!(rev.metadata.labels[label::CONFIGURATION_GENERATION], "2");

@@ -153,10 +153,7 @@ impl Found {
             let Some(cfg) = fetch(ctx, ns, &cfg_name, &mut self.configurations)? else {
                 continue;
             };
-            let latest = cfg
-                .status
-                .as_ref()
-                .map_or(String::new(), |s| s.latest_created_revision_name.clone());
+            let latest = resources::latest_created(&cfg);
             if tt.latest_revision == Some(true) {
                 fetch(ctx, ns, &latest, &mut self.revisions)?;
             }

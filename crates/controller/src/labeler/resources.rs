@@ -51,15 +51,31 @@ pub fn references(
             continue;
         };
         out.configurations.insert(cfg.metadata.name.clone());
-        let latest_created = cfg
-            .status
-            .as_ref()
-            .map_or("", |s| s.latest_created_revision_name.as_str());
-        if tt.latest_revision == Some(true) && revisions.contains_key(latest_created) {
-            out.revisions.insert(latest_created.to_owned());
+        let latest_created = latest_created(cfg);
+        if tt.latest_revision == Some(true)
+            && revisions
+                .get(&latest_created)
+                .is_some_and(|rev| cfg.status.is_some() || owned_by(rev, cfg))
+        {
+            out.revisions.insert(latest_created);
         }
     }
     out
+}
+
+/// The configuration's latest created revision: its status's, or, before its first status,
+/// the revision it creates for its generation. A new configuration writes its first status
+/// only once that revision has one (see `configuration::ConfigurationReconciler`), and
+/// meanwhile the revision must not be demoted from the `active` it was created with.
+pub(crate) fn latest_created(cfg: &Configuration) -> String {
+    match &cfg.status {
+        Some(s) => s.latest_created_revision_name.clone(),
+        None => crate::configuration::resources::revision_name(cfg),
+    }
+}
+
+fn owned_by(rev: &Revision, cfg: &Configuration) -> bool {
+    objects::is_controlled_by(&rev.metadata, &cfg.metadata.uid)
 }
 
 /// The configuration a revision belongs to: its controller if that is a Configuration,

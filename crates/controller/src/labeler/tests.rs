@@ -217,3 +217,30 @@ fn drops_stale_names_found_by_the_store() {
     let hello: Configuration = testing::fetch(&ctx, "default", "hello");
     assert_eq!(hello.metadata.annotations[annotation::ROUTES], "main");
 }
+
+/// A new Service's configuration and its first revision are created already naming the
+/// route, and the configuration writes no status before the revision has one: meanwhile
+/// the labeler must take that revision as the latest created one and write nothing, not
+/// demote it to `reserve`.
+#[test]
+fn a_new_configuration_without_status_keeps_its_first_revision_active() {
+    let (ctx, _) = testing::test_context();
+    let mut cfg = testing::configuration("default", "new", "img");
+    cfg.metadata
+        .annotations
+        .insert(annotation::ROUTES.into(), "new".into());
+    let cfg = testing::insert(&ctx, &cfg);
+    let rev = crate::configuration::resources::make_revision(&cfg, (ctx.clock)());
+    assert_eq!(rev.metadata.labels[label::ROUTING_STATE], "active");
+    testing::insert(&ctx, &rev);
+    testing::insert(
+        &ctx,
+        &testing::route("default", "new", vec![target("new", "", true)]),
+    );
+    let before = ctx.store.current_revision();
+    LabelerReconciler::default()
+        .reconcile_name(&ctx, "default", "new")
+        .unwrap();
+    assert_eq!(ctx.store.current_revision(), before, "nothing to write");
+    assert_eq!(state(&ctx, "new-00001"), (s("active"), s("new")));
+}

@@ -22,7 +22,7 @@ use self::resources::Outcome;
 use crate::{
     objects,
     reconciler::{Action, Context, Event, ObjectRef, ReconcileError, TypedReconciler},
-    routing::{HostRoute, RoutingTable},
+    routing::HostRoute,
 };
 
 /// Reconciles `routes.serving.knative.dev`.
@@ -49,6 +49,14 @@ impl TypedReconciler for RouteReconciler {
             Err(msg) => Outcome::BadHosts(msg),
             Ok(hosts) => {
                 let (configurations, revisions) = referenced(ctx, route)?;
+                // A new route's first status waits until what it references has a
+                // status of its own (whose write re-queues it through the RouteIndex):
+                // one status write instead of an "unresolved" one replaced a moment later.
+                let unsettled = configurations.values().any(|c| c.status.is_none())
+                    || revisions.values().any(|r| r.status.is_none());
+                if route.status.is_none() && unsettled {
+                    return Ok(Action::Done);
+                }
                 match resources::resolve(route, &configurations, &revisions) {
                     Err(e) => Outcome::Unresolved(hosts, e),
                     Ok(traffic) => {
@@ -170,23 +178,14 @@ fn referenced(
 }
 
 /// Replaces the route's hosts in the routing table. `rcu` retries on a concurrent swap, so
-/// two routes reconciled at once never lose each other's entries.
+/// two routes reconciled at once never lose each other's entries. Costs the same whatever
+/// the number of routes (see [`RoutingTable`](crate::routing::RoutingTable)).
 fn publish(ctx: &Context, namespace: &str, name: &str, entries: &BTreeMap<String, HostRoute>) {
-    let unchanged = |t: &RoutingTable| {
-        let mine = t
-            .hosts
-            .iter()
-            .filter(|(_, h)| h.namespace == namespace && h.route == name);
-        mine.clone().count() == entries.len()
-            && mine
-                .zip(entries)
-                .all(|((ha, a), (hb, b))| ha == hb && a == b)
-    };
-    if unchanged(&ctx.routing.load()) {
+    if ctx.routing.load().holds(namespace, name, entries) {
         return;
     }
     ctx.routing
-        .rcu(|old| Arc::new(resources::replace_route(old, namespace, name, entries)));
+        .rcu(|old| Arc::new(old.replace_route(namespace, name, entries)));
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ use wisp_api::{
 use crate::{
     conditions::{ConditionSet, READY},
     names::label,
-    routing::{HostRoute, RevisionTarget, RoutingTable, Visibility},
+    routing::{HostRoute, RevisionTarget, Visibility},
 };
 
 pub use wisp_api::serving::condition::{
@@ -505,24 +505,6 @@ pub fn host_routes(
         }
     }
     out
-}
-
-/// `table` with the hosts of route `namespace/name` replaced by `entries`. A host already
-/// served by another route stays with that route (first come, first served), so one route
-/// cannot hijack another's name with a clever domain template.
-pub fn replace_route(
-    table: &RoutingTable,
-    namespace: &str,
-    name: &str,
-    entries: &BTreeMap<String, HostRoute>,
-) -> RoutingTable {
-    let mine = |h: &HostRoute| h.namespace == namespace && h.route == name;
-    let mut next = table.clone();
-    next.hosts.retain(|_, h| !mine(h));
-    for (host, e) in entries {
-        next.hosts.entry(host.clone()).or_insert_with(|| e.clone());
-    }
-    next
 }
 
 #[cfg(test)]

@@ -88,6 +88,16 @@ fn publishes_follows_latest_ready_and_keeps_routing_on_errors() {
         ),
     );
 
+    // Its first status waits for the configuration's first (which re-queues it).
+    reconcile(&ctx);
+    assert_eq!(
+        testing::fetch::<Route>(&ctx, "default", "hello").status,
+        None
+    );
+    let mut cfg: Configuration = testing::fetch(&ctx, "default", "hello");
+    cfg.status = Some(Default::default());
+    objects::update_status(&ctx.store, &cfg).unwrap();
+
     // Nothing ready yet: Unknown, nothing published.
     reconcile(&ctx);
     assert_eq!(

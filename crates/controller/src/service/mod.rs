@@ -33,9 +33,13 @@ impl TypedReconciler for ServiceReconciler {
         let namespace = &svc.metadata.namespace;
         let now = (ctx.clock)();
 
-        let config = ensure_child(ctx, svc, resources::configuration(svc), |d, e| {
-            resources::reconcile_configuration(d, e)
-        })?;
+        let config = ensure_child(
+            ctx,
+            svc,
+            resources::configuration(svc),
+            || resources::new_configuration(svc),
+            resources::reconcile_configuration,
+        )?;
         let mut name_taken = false;
         let mut route = None;
         if let Some(cfg) = &config {
@@ -46,13 +50,29 @@ impl TypedReconciler for ServiceReconciler {
                     name_taken = resources::revision_name_taken(cfg, rev.as_ref());
                 }
                 if !name_taken {
-                    route = Some(ensure_child(ctx, svc, resources::route(svc), |d, e| {
-                        resources::reconcile_route(d, e)
-                    })?);
+                    let desired = resources::route(svc);
+                    route = Some(ensure_child(
+                        ctx,
+                        svc,
+                        desired.clone(),
+                        || desired,
+                        resources::reconcile_route,
+                    )?);
                 }
             }
         }
 
+        // A new Service's first status waits for its children's first: each child's
+        // status write re-queues it (owner reference), so the "in progress" status it
+        // would write now is replaced a moment later, and nobody needs it meanwhile.
+        // One status write per object on the way to Ready, not three.
+        let child_unsettled = config.as_ref().is_some_and(|c| c.status.is_none())
+            || route
+                .as_ref()
+                .is_some_and(|r| r.as_ref().is_some_and(|r| r.status.is_none()));
+        if svc.status.is_none() && child_unsettled {
+            return Ok(Action::Done);
+        }
         let seen = Observed {
             config: config.as_ref().map_or(Child::NotOwned, Child::Owned),
             revision_name_taken: name_taken,
@@ -77,12 +97,14 @@ impl TypedReconciler for ServiceReconciler {
     }
 }
 
-/// Creates the child when missing, or brings an owned one back to `desired`. `Ok(None)`
-/// when a child of that name exists under another controller (`NotOwned`).
+/// Creates the child (as `new` makes it) when missing, or brings an owned one back to
+/// `desired`. `Ok(None)` when a child of that name exists under another controller
+/// (`NotOwned`).
 fn ensure_child<T: Resource + Clone>(
     ctx: &Context,
     svc: &Service,
     desired: T,
+    new: impl FnOnce() -> T,
     reconcile: impl Fn(&T, &T) -> Option<T>,
 ) -> Result<Option<T>, ReconcileError> {
     let meta = desired.meta();
@@ -90,7 +112,7 @@ fn ensure_child<T: Resource + Clone>(
     let Some(existing) = existing else {
         // Knative's service reconciler records both outcomes (`Created`, `CreationFailed`).
         let what = format!("{} {:?}", T::kind().kind, meta.name);
-        let created = objects::create(&ctx.store, &desired);
+        let created = objects::create(&ctx.store, &new());
         match &created {
             Ok(_) => ctx.event(
                 &kinds::SERVICE,

@@ -50,6 +50,29 @@ pub fn configuration(svc: &Service) -> Configuration {
     }
 }
 
+/// The Configuration as the Service first creates it: [`configuration`], and when the
+/// Route it creates alongside sends traffic to it, already carrying the labeler's
+/// `serving.knative.dev/routes` annotation naming that Route. The labeler would write the
+/// same a moment later; written at creation, it is one store write less per Service, and
+/// the configuration's first revision is created `active` (see
+/// `configuration::resources::make_revision`) instead of being promoted by another write.
+/// Not with a bring-your-own revision name: then the Route waits for the Configuration
+/// (see [`must_wait_for_configuration`]) and may never be ours.
+pub fn new_configuration(svc: &Service) -> Configuration {
+    let mut cfg = configuration(svc);
+    let routed = route(svc)
+        .spec
+        .traffic
+        .iter()
+        .any(|t| t.configuration_name == svc.metadata.name);
+    if routed && svc.spec.template.metadata.name.is_empty() {
+        cfg.metadata
+            .annotations
+            .insert(annotation::ROUTES.into(), svc.metadata.name.clone());
+    }
+    cfg
+}
+
 /// The Route a Service owns: same name and namespace, the Service's traffic with every
 /// entry that names no revision pointed at the Service's Configuration.
 pub fn route(svc: &Service) -> Route {

@@ -47,8 +47,29 @@ fn creates_children_and_is_idempotent() {
         &svc.metadata.uid
     ));
     assert_eq!(route.spec.traffic[0].configuration_name, "hello");
+    // Created already naming the route that sends it traffic (the labeler's annotation).
+    assert_eq!(
+        cfg.metadata.annotations[crate::names::annotation::ROUTES],
+        "hello"
+    );
+    // Its first status waits for its children's first (their writes re-queue it).
     let svc: Service = testing::fetch(&ctx, "default", "hello");
-    // Neither child has reported yet.
+    assert_eq!(svc.status, None, "no status before the children have one");
+    let mut cfg = cfg;
+    cfg.status = Some(Default::default());
+    objects::update_status(&ctx.store, &cfg).unwrap();
+    reconcile(&ctx);
+    assert_eq!(
+        testing::fetch::<Service>(&ctx, "default", "hello").status,
+        None,
+        "the route has none yet"
+    );
+    let mut route = route;
+    route.status = Some(Default::default());
+    objects::update_status(&ctx.store, &route).unwrap();
+    reconcile(&ctx);
+    let svc: Service = testing::fetch(&ctx, "default", "hello");
+    // Neither child has reported anything useful yet.
     assert_eq!(
         cond(&svc, resources::CONFIGURATIONS_READY),
         (ConditionStatus::Unknown, "OutOfDate".into())

@@ -223,13 +223,13 @@ fn ticks_every_two_seconds_and_decides_on_a_poke_at_zero() {
     let s = st.step(t0, &spec, 0, None, false);
     assert_eq!(s.decision, None);
     assert_eq!(s.result.replicas, None);
-    assert_eq!(s.next_tick, secs(2));
+    assert_eq!(s.next_tick, Some(secs(2)));
     assert_eq!(s.result.active, ActiveState::Activating);
 
     // One second later with data: not due yet.
     let s = st.step(t0 + secs(1), &spec, 1, Some((50.0, 50.0)), false);
     assert_eq!(s.decision, None);
-    assert_eq!(s.next_tick, secs(1));
+    assert_eq!(s.next_tick, Some(secs(1)));
     assert_eq!(s.result.active, ActiveState::Active);
 
     // Due: 50 concurrent / 7 per pod ⇒ 8.
@@ -383,4 +383,63 @@ fn status_from_scale_results() {
         test_clock() + chrono::Duration::seconds(5),
     );
     assert_eq!(again, st);
+}
+
+#[test]
+fn a_revision_at_rest_at_zero_needs_no_tick_until_poked() {
+    let mut spec = short_spec();
+    spec.initial_scale = 0;
+    let t0 = secs(1000);
+    let mut st = KpaState::new("u", spec.clone(), t0, secs(600));
+    assert_eq!(st.replicas, 0);
+    // (step at, ready, observed, poked) → (a tick planned?, replicas to run)
+    let cases = [
+        // Nothing runs, nothing wanted, no traffic: at rest.
+        (t0, 0, None, false, false, 0),
+        (t0 + secs(5), 0, Some((0.0, 0.0)), false, false, 0),
+        // A poke with a request seen: it scales up, and from then on it ticks.
+        (t0 + secs(6), 0, Some((1.0, 1.0)), true, true, 1),
+    ];
+    for (i, (at, ready, observed, poked, ticks, replicas)) in cases.into_iter().enumerate() {
+        let s = st.step(at, &spec, ready, observed, poked);
+        assert_eq!(s.next_tick.is_some(), ticks, "case {i}");
+        assert_eq!(st.replicas, replicas, "case {i}");
+    }
+}
+
+#[test]
+fn a_pa_reconciled_before_a_restart_resumes_from_its_status() {
+    let cfg = Config::default();
+    let mut pa = make_pa(&rev(&[], Some("active")));
+    let now = secs(1000);
+    assert_eq!(
+        KpaState::for_pa(&pa, "rev-uid", &cfg, now).replicas,
+        1,
+        "a new PA starts at initial-scale"
+    );
+    // (desiredScale, Active, scale target initialized) in the stored status → replicas,
+    // and whether a step with no data then plans no tick (at rest at zero).
+    for (want, active, initialized, replicas, at_rest) in [
+        (0, ActiveState::Inactive, true, 0, true),
+        (3, ActiveState::Active, true, 3, false),
+        // Not initialized, or unknown: as a new PA.
+        (0, ActiveState::Inactive, false, 1, false),
+        (-1, ActiveState::Inactive, true, 1, false),
+    ] {
+        let result = ScaleResult {
+            replicas: None,
+            want,
+            active,
+            scale_target_initialized: initialized,
+            activator_in_path: want == 0,
+        };
+        pa.status = Some(compute_status(None, &pa, &result, 0, test_clock()));
+        let mut st = KpaState::for_pa(&pa, "rev-uid", &cfg, now);
+        let case = format!("{want} {active:?} {initialized}");
+        assert_eq!(st.replicas, replicas, "{case}");
+        let spec = st.spec.clone();
+        let step = st.step(now, &spec, 0, None, false);
+        assert_eq!(step.next_tick.is_none(), at_rest, "{case}");
+        assert_eq!(st.replicas, replicas, "{case}: no data changes nothing");
+    }
 }

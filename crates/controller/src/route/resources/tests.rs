@@ -3,7 +3,7 @@
 use super::*;
 use crate::testing::{self, test_clock};
 use ConditionStatus::{False, True, Unknown};
-use wisp_api::{config::DomainConfig, serving::ConfigurationStatus};
+use wisp_api::{config::DomainConfig, routing::RoutingTable, serving::ConfigurationStatus};
 
 fn tt(tag: &str, cfg: &str, rev: &str, latest: Option<bool>, percent: i64) -> TrafficTarget {
     TrafficTarget {
@@ -483,7 +483,7 @@ fn replacing_a_routes_hosts() {
     let h = hosts(&route, [], &cfg).unwrap();
     let traffic = vec![tt("", "", "a", Some(true), 100)];
     let entries = host_routes(&route, &h, &traffic);
-    let table = replace_route(&RoutingTable::default(), "default", "hello", &entries);
+    let table = RoutingTable::default().replace_route("default", "hello", &entries);
     assert_eq!(table.hosts.len(), 4);
 
     // Another route cannot take these hosts.
@@ -491,18 +491,21 @@ fn replacing_a_routes_hosts() {
     for e in other.values_mut() {
         e.route = "thief".into();
     }
-    let table = replace_route(&table, "default", "thief", &other);
+    let table = table.replace_route("default", "thief", &other);
     assert!(table.hosts.values().all(|e| e.route == "hello"));
+    assert!(table.holds("default", "hello", &entries));
+    assert_eq!(table.route_hosts("default", "thief").count(), 0);
+    assert!(table.holds("default", "thief", &BTreeMap::new()));
 
     // Re-publishing drops hosts the route no longer has; an empty set removes it.
     let mut fewer = entries.clone();
     fewer.retain(|k, _| k == "hello.default.example.com");
-    let table = replace_route(&table, "default", "hello", &fewer);
+    let table = table.replace_route("default", "hello", &fewer);
     assert_eq!(
         table.hosts.keys().collect::<Vec<_>>(),
         ["hello.default.example.com"]
     );
-    let table = replace_route(&table, "default", "hello", &BTreeMap::new());
+    let table = table.replace_route("default", "hello", &BTreeMap::new());
     assert!(table.hosts.is_empty());
 }
 

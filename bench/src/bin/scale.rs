@@ -1,0 +1,861 @@
+//! Many services on one machine (issue #21): how wisp's cost per service and its
+//! latencies hold up at 100, 1,000 and 10,000 Services.
+//!
+//! For each size N, on a fresh `wisp serve` with services at zero (`initial-scale: "0"`):
+//!
+//! 1. creates N Services from `--threads` client threads, each as fast as the server
+//!    answers, and times each one's create → `Ready=True` (a watch of services), the
+//!    store writes (resourceVersion delta) and wisp's CPU time until all are Ready;
+//! 2. idles `--idle` seconds: wisp's CPU and store writes meanwhile, then its RSS;
+//! 3. reads: the list of all Services in one request, and paged (`limit`/`continue`);
+//! 4. the next services: `--late` more created one at a time, create → Ready each;
+//! 5. restart: SIGTERM, a new `wisp serve` on the same data dir: time until its API
+//!    answers, until the first Service created answers through the ingress again, and how
+//!    many replicas run a little later (should be only the one that was asked for);
+//! 6. one Route's traffic changed: a tag removed from a Service's traffic → the time until
+//!    the ingress answers 404 for the tag's host;
+//! 7. cold start: one request to each of the `--late` services (at zero) → answered.
+//!
+//! Then, for each of `--replica-sizes`, the same creation with one replica per Service
+//! (default config), and wisp's CPU while those replicas idle (the autoscaler ticking
+//! each revision).
+//!
+//! Writes `bench/results/scale.md` and `bench/results/scale.svg` (create → Ready p95, CPU
+//! per service and RSS against the number of services).
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    sync::{Barrier, Mutex, mpsc},
+    time::{Duration, Instant},
+};
+
+use anyhow::{Context, bail};
+use clap::Parser;
+use serde_json::{Value, json};
+use wisp_bench::{
+    api::{self, Api, Event, SERVING},
+    load,
+    procfs::{self, Memory, Mib},
+    server::{self, Server},
+    setup,
+    stats::{Summary, Table, ms},
+};
+
+const NAMESPACE: &str = "default";
+/// The ingress's default domain (`config-network`'s `domain-template` over `example.com`).
+const DOMAIN: &str = "example.com";
+
+const AT_ZERO: &str =
+    "config-autoscaler:\n  allow-zero-initial-scale: \"true\"\n  initial-scale: \"0\"\n";
+
+#[derive(Debug, Parser)]
+#[command(about = "wisp with 100, 1,000 and 10,000 Services: latency, CPU and memory per service")]
+struct Args {
+    /// Numbers of services at zero, one fresh server each.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000,10000")]
+    sizes: Vec<usize>,
+    /// Numbers of services with a running replica each (10,000 replicas do not fit in 2
+    /// cores: these stop at 1,000). 0: none.
+    #[arg(long, value_delimiter = ',', default_value = "100,1000")]
+    replica_sizes: Vec<usize>,
+    /// Client threads creating the services.
+    #[arg(long, default_value_t = 8)]
+    threads: usize,
+    /// Seconds the services stay idle before memory and idle cost are read.
+    #[arg(long, default_value_t = 10)]
+    idle: u64,
+    /// Services created one at a time after the N (the "10,001st"), and cold-started.
+    #[arg(long, default_value_t = 20)]
+    late: usize,
+    /// Seconds one creation round may take.
+    #[arg(long, default_value_t = 900)]
+    timeout: u64,
+    /// The `wisp` binary (default: next to this benchmark).
+    #[arg(long)]
+    wisp: Option<PathBuf>,
+    /// The app every service runs (default: `hello` next to this benchmark).
+    #[arg(long)]
+    app: Option<PathBuf>,
+    /// Where to write the Markdown results (the SVG goes beside it).
+    #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results/scale.md"))]
+    out: PathBuf,
+    /// Print the results only; write nothing.
+    #[arg(long)]
+    no_write: bool,
+}
+
+/// A Service running `app`; `at_zero` adds nothing (the server's config starts it at zero).
+fn service(name: &str, app: &str) -> Value {
+    json!({
+        "apiVersion": SERVING,
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {"template": {"spec": {"containers": [{
+            "command": [app],
+            "env": [{"name": "TARGET", "value": "scale"}],
+        }]}}},
+    })
+}
+
+/// When each Service was first seen Ready, fed by a watch of services.
+struct ReadyWatch {
+    rx: mpsc::Receiver<Event>,
+    ready: HashMap<String, Instant>,
+    watch: api::Watch,
+}
+
+impl ReadyWatch {
+    fn start(api: &Api) -> anyhow::Result<ReadyWatch> {
+        let (tx, rx) = mpsc::channel::<Event>();
+        let rv = api.resource_version(SERVING, "services")?;
+        let watch = api.watch(SERVING, "services", rv, tx)?;
+        Ok(ReadyWatch {
+            rx,
+            ready: HashMap::new(),
+            watch,
+        })
+    }
+
+    fn take(&mut self, e: Event) {
+        if e.is_ready() {
+            self.ready.entry(e.name().to_string()).or_insert(e.at);
+        }
+    }
+
+    /// Waits until every one of `names` is Ready (bounded by `deadline`).
+    fn wait(&mut self, names: &[String], deadline: Instant) -> anyhow::Result<()> {
+        loop {
+            while let Ok(e) = self.rx.try_recv() {
+                self.take(e);
+            }
+            let missing = names
+                .iter()
+                .filter(|n| !self.ready.contains_key(*n))
+                .count();
+            if missing == 0 {
+                return Ok(());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                bail!("{missing} of {} services not Ready in time", names.len());
+            }
+            match self.rx.recv_timeout(left.min(Duration::from_secs(1))) {
+                Ok(e) => self.take(e),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => bail!("the watch ended"),
+            }
+        }
+    }
+
+    fn stop(self) {
+        self.watch.stop(api::REWATCH * 3);
+    }
+}
+
+/// wisp's CPU time (user + system) so far.
+fn cpu(server: &Server) -> anyhow::Result<Duration> {
+    let ticks = load::cpu_ticks(server.pid()).context("wisp's CPU time")?;
+    Ok(Duration::from_secs_f64(
+        ticks as f64 / load::clk_tck() as f64,
+    ))
+}
+
+fn store_rv(api: &Api) -> anyhow::Result<u64> {
+    api.resource_version(SERVING, "services")
+}
+
+/// What creating N services at once gave.
+struct Creation {
+    n: usize,
+    ready: Summary,
+    all_acked: Duration,
+    all_ready: Duration,
+    writes_per_service: f64,
+    cpu_per_service: Duration,
+}
+
+/// Creates `names` from `threads` threads and waits until all are Ready.
+fn create_all(
+    server: &Server,
+    watch: &mut ReadyWatch,
+    names: &[String],
+    app: &str,
+    threads: usize,
+    timeout: Duration,
+) -> anyhow::Result<Creation> {
+    let api = server.api();
+    let rv0 = store_rv(api)?;
+    let cpu0 = cpu(server)?;
+    let threads = threads.clamp(1, names.len().max(1));
+    let barrier = Barrier::new(threads);
+    let sent: Mutex<Vec<(String, Instant, Instant)>> = Mutex::new(Vec::new());
+    let errors: Mutex<Vec<anyhow::Error>> = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..threads {
+            let (barrier, sent, errors) = (&barrier, &sent, &errors);
+            let api = api.clone();
+            s.spawn(move || {
+                barrier.wait();
+                for name in names.iter().skip(t).step_by(threads) {
+                    let at = Instant::now();
+                    match api.create("services", &service(name, app)) {
+                        Ok(_) => wisp_sync::lock(sent).push((name.clone(), at, Instant::now())),
+                        Err(e) => wisp_sync::lock(errors).push(e),
+                    }
+                }
+            });
+        }
+    });
+    if let Some(e) = wisp_sync::lock(&errors).drain(..).next() {
+        return Err(e);
+    }
+    let sent = sent.into_inner().unwrap_or_else(|e| e.into_inner());
+    let first = sent.iter().map(|s| s.1).min().context("nothing created")?;
+    let last_ack = sent.iter().map(|s| s.2).max().unwrap_or(first);
+    watch.wait(names, Instant::now() + timeout)?;
+    let cpu = cpu(server)?.saturating_sub(cpu0);
+    let writes = store_rv(api)? - rv0;
+    let latencies: Vec<Duration> = sent
+        .iter()
+        .map(|(n, at, _)| watch.ready[n].saturating_duration_since(*at))
+        .collect();
+    let last_ready = names.iter().map(|n| watch.ready[n]).max().unwrap_or(first);
+    let n = names.len();
+    Ok(Creation {
+        n,
+        ready: Summary::of(&latencies).context("no latencies")?,
+        all_acked: last_ack - first,
+        all_ready: last_ready - first,
+        writes_per_service: writes as f64 / n as f64,
+        cpu_per_service: cpu / u32::try_from(n).unwrap_or(u32::MAX),
+    })
+}
+
+/// wisp's CPU and store writes over `secs` of idling.
+struct Idle {
+    cpu_share: f64,
+    writes: u64,
+}
+
+fn idle(server: &Server, secs: u64) -> anyhow::Result<Idle> {
+    let rv0 = store_rv(server.api())?;
+    let cpu0 = cpu(server)?;
+    let start = Instant::now();
+    std::thread::sleep(Duration::from_secs(secs));
+    let cpu = cpu(server)?.saturating_sub(cpu0);
+    // The list that reads the resourceVersion is itself no write.
+    let writes = store_rv(server.api())? - rv0;
+    Ok(Idle {
+        cpu_share: cpu.as_secs_f64() / start.elapsed().as_secs_f64(),
+        writes,
+    })
+}
+
+/// One list of every Service, and the same in pages of `limit`.
+fn lists(api: &Api, limit: usize) -> anyhow::Result<(Duration, usize, Duration, usize)> {
+    let path = format!("/apis/{SERVING}/namespaces/{NAMESPACE}/services");
+    let start = Instant::now();
+    let all = api.get_json(&path)?;
+    let one = start.elapsed();
+    let items = all["items"].as_array().map_or(0, Vec::len);
+    let start = Instant::now();
+    let (mut pages, mut seen, mut token) = (0, 0, String::new());
+    loop {
+        let mut url = format!("{path}?limit={limit}");
+        if !token.is_empty() {
+            url += &format!("&continue={token}");
+        }
+        let page = api.get_json(&url)?;
+        pages += 1;
+        seen += page["items"].as_array().map_or(0, Vec::len);
+        token = page["metadata"]["continue"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        if token.is_empty() {
+            break;
+        }
+    }
+    if seen != items {
+        bail!("paged list saw {seen} services, the full list {items}");
+    }
+    Ok((one, items, start.elapsed(), pages))
+}
+
+/// Polls `host` on the ingress (1 ms apart) until `done(status)`; the time it took.
+fn until_status(
+    ingress: SocketAddr,
+    host: &str,
+    done: impl Fn(u16) -> bool,
+    timeout: Duration,
+) -> anyhow::Result<Duration> {
+    let start = Instant::now();
+    loop {
+        if let Ok(r) = load::get(ingress, Some(host), Duration::from_secs(10))
+            && done(r.status)
+        {
+            return Ok(start.elapsed());
+        }
+        if start.elapsed() > timeout {
+            bail!("{host} did not reach the expected answer within {timeout:?}");
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// Adds a tag to `svc`'s traffic (and waits until the ingress routes it), then removes it
+/// and returns the time from the PATCH until the ingress answers 404 for the tag's host.
+fn route_update(api: &Api, ingress: SocketAddr, svc: &str) -> anyhow::Result<Duration> {
+    let tagged = json!({"spec": {"traffic": [
+        {"latestRevision": true, "percent": 100},
+        {"latestRevision": true, "percent": 0, "tag": "probe"},
+    ]}});
+    api.merge_patch(SERVING, NAMESPACE, "services", svc, &tagged)?;
+    let host = format!("probe-{svc}.{NAMESPACE}.{DOMAIN}");
+    // Routed: anything but "no route" (a 404). The revision is at zero, so the first
+    // routed answer waits for a cold start; that is not what is timed.
+    until_status(ingress, &host, |s| s != 404, Duration::from_secs(30))?;
+    let untagged = json!({"spec": {"traffic": [{"latestRevision": true, "percent": 100}]}});
+    let start = Instant::now();
+    api.merge_patch(SERVING, NAMESPACE, "services", svc, &untagged)?;
+    until_status(ingress, &host, |s| s == 404, Duration::from_secs(30))?;
+    Ok(start.elapsed())
+}
+
+/// Everything measured at one size, services at zero.
+struct AtZero {
+    creation: Creation,
+    rss_empty: u64,
+    rss_idle: u64,
+    idle: Idle,
+    list_one: Duration,
+    list_paged: Duration,
+    pages: usize,
+    late: Summary,
+    route_update: Summary,
+    restart_api: Duration,
+    restart_first_answer: Duration,
+    replicas_after_restart: usize,
+    cold_start: Summary,
+    idle_after_restart: Idle,
+}
+
+fn at_zero(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<AtZero> {
+    let timeout = Duration::from_secs(args.timeout);
+    let (_dir, config) = setup::config_file(AT_ZERO)?;
+    let mut opts = server::Options::new(wisp.to_path_buf());
+    opts.config = Some(config);
+    opts.start_timeout = Duration::from_secs(60);
+    let server = Server::start(&opts)?;
+    setup::announce(&server, None);
+    std::thread::sleep(Duration::from_millis(500));
+    let rss_empty = Memory::read(server.pid())?.rss;
+
+    let mut watch = ReadyWatch::start(server.api())?;
+    let names: Vec<String> = (0..n).map(|i| format!("s-{i:05}")).collect();
+    eprintln!("{n} services at zero: creating");
+    let creation = create_all(&server, &mut watch, &names, app, args.threads, timeout)?;
+    eprintln!(
+        "  all Ready after {}; idling {} s",
+        ms(creation.all_ready),
+        args.idle
+    );
+    let idle_cost = idle(&server, args.idle)?;
+    let rss_idle = Memory::read(server.pid())?.rss;
+    let (list_one, items, list_paged, pages) = lists(server.api(), 500)?;
+    if items != n {
+        bail!("the list has {items} services, expected {n}");
+    }
+
+    eprintln!("  {} more, one at a time", args.late);
+    let mut late = Vec::new();
+    let late_names: Vec<String> = (0..args.late).map(|i| format!("late-{i:03}")).collect();
+    for name in &late_names {
+        let c = create_all(
+            &server,
+            &mut watch,
+            std::slice::from_ref(name),
+            app,
+            1,
+            timeout,
+        )?;
+        late.push(c.ready.max);
+    }
+    watch.stop();
+
+    // Before any request: every revision is still at zero, so after the restart only the
+    // one asked for may run a replica.
+    eprintln!("  restart");
+    let (server, _stop, restart_api) = server.restart(&opts)?;
+    let ingress = server.ingress_addr(Duration::from_secs(10))?;
+    let start = Instant::now();
+    let first_host = format!("{}.{NAMESPACE}.{DOMAIN}", names[0]);
+    until_status(ingress, &first_host, |s| s == 200, Duration::from_secs(60))?;
+    let restart_first_answer = start.elapsed() + restart_api;
+    let idle_after_restart = idle(&server, 3)?;
+    // Only the Service just asked should run a replica.
+    let replicas_after_restart = server.replicas().len();
+
+    eprintln!("  route updates");
+    let mut updates = Vec::new();
+    for name in names.iter().skip(1).take(5) {
+        updates.push(route_update(server.api(), ingress, name)?);
+    }
+
+    eprintln!("  cold starts");
+    let mut cold = Vec::new();
+    for name in &late_names {
+        let host = format!("{name}.{NAMESPACE}.{DOMAIN}");
+        let r = load::get(ingress, Some(&host), Duration::from_secs(30))?;
+        if r.status != 200 {
+            bail!("cold start of {name}: HTTP {}", r.status);
+        }
+        cold.push(r.took);
+    }
+    let stop = server.stop()?;
+    if stop.leftovers > 0 {
+        bail!("{} replicas outlived wisp", stop.leftovers);
+    }
+    Ok(AtZero {
+        creation,
+        rss_empty,
+        rss_idle,
+        idle: idle_cost,
+        list_one,
+        list_paged,
+        pages,
+        late: Summary::of(&late).context("late")?,
+        route_update: Summary::of(&updates).context("route updates")?,
+        restart_api,
+        restart_first_answer,
+        replicas_after_restart,
+        cold_start: Summary::of(&cold).context("cold starts")?,
+        idle_after_restart,
+    })
+}
+
+/// Services with one replica each.
+struct WithReplicas {
+    creation: Creation,
+    idle: Idle,
+    rss_idle: u64,
+}
+
+fn with_replicas(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<WithReplicas> {
+    let mut opts = server::Options::new(wisp.to_path_buf());
+    opts.start_timeout = Duration::from_secs(60);
+    let server = Server::start(&opts)?;
+    setup::announce(&server, None);
+    std::thread::sleep(Duration::from_millis(500));
+    let mut watch = ReadyWatch::start(server.api())?;
+    let names: Vec<String> = (0..n).map(|i| format!("r-{i:05}")).collect();
+    eprintln!("{n} services with a replica each: creating");
+    let creation = create_all(
+        &server,
+        &mut watch,
+        &names,
+        app,
+        args.threads,
+        Duration::from_secs(args.timeout),
+    )?;
+    watch.stop();
+    eprintln!("  all Ready after {}; idling", ms(creation.all_ready));
+    let idle = idle(&server, args.idle)?;
+    let rss_idle = Memory::read(server.pid())?.rss;
+    let stop = server.stop()?;
+    if stop.leftovers > 0 {
+        bail!("{} replicas outlived wisp", stop.leftovers);
+    }
+    Ok(WithReplicas {
+        creation,
+        idle,
+        rss_idle,
+    })
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let (wisp, app) = setup::binaries(args.wisp.as_deref(), args.app.as_deref(), "hello")?;
+    let load_start = procfs::loadavg();
+    // A round that fails is reported as such; the others still are.
+    let mut failed = Vec::new();
+    let mut zero = Vec::new();
+    // A size of 0 skips the round (`--replica-sizes 0`: none with replicas).
+    for &n in args.sizes.iter().filter(|n| **n > 0) {
+        match at_zero(&args, &wisp, &app, n) {
+            Ok(z) => zero.push((n, z)),
+            Err(e) => failed.push(format!("{n} services at zero: {e:#}")),
+        }
+    }
+    let mut replicas = Vec::new();
+    for &n in args.replica_sizes.iter().filter(|n| **n > 0) {
+        match with_replicas(&args, &wisp, &app, n) {
+            Ok(r) => replicas.push((n, r)),
+            Err(e) => failed.push(format!("{n} services with a replica: {e:#}")),
+        }
+    }
+
+    let mut out = setup::results_header("Many services on one machine", &load_start);
+    out += &format!(
+        "- App: `{app}`; services at zero: `config-autoscaler` `initial-scale: \"0\"`; \
+         created from {} client threads, each as fast as the server answers\n\n",
+        args.threads
+    );
+    out += "![create → Ready p95, CPU per service and RSS against the number of services](scale.svg)\n\n";
+    out += &zero_table(&zero, &args).render();
+    out += "\n## With one replica per service\n\n";
+    out += &replica_table(&replicas, &args).render();
+    out += "\nThe idle figures with replicas are the KPA ticking every revision (no request \
+            is sent); per revision and tick: the CPU share × 2 s / N.\n";
+    for f in &failed {
+        out += &format!("\n**Round failed**: {f}\n");
+    }
+    if !args.no_write {
+        let svg = args.out.with_extension("svg");
+        std::fs::write(&svg, plot(&zero, &replicas))
+            .with_context(|| format!("writing {}", svg.display()))?;
+    }
+    setup::write_results(&out, &args.out, args.no_write)?;
+    if !failed.is_empty() {
+        bail!("{} round(s) failed", failed.len());
+    }
+    Ok(())
+}
+
+fn pct(share: f64) -> String {
+    format!("{:.2} %", share * 100.0)
+}
+
+/// A table with one column per size: each row a measure, its value at each size, a target.
+struct Columns<'a, T> {
+    rows: &'a [(usize, T)],
+    table: Table,
+}
+
+impl<'a, T> Columns<'a, T> {
+    fn new(what: &str, rows: &'a [(usize, T)]) -> Self {
+        let mut header = vec![what.to_string()];
+        header.extend(rows.iter().map(|(n, _)| n.to_string()));
+        header.push("target (issue #21)".into());
+        Columns {
+            rows,
+            table: Table::new(header),
+        }
+    }
+
+    fn row(&mut self, what: &str, f: &dyn Fn(&T) -> String, target: &str) {
+        let mut r = vec![what.to_string()];
+        r.extend(self.rows.iter().map(|(_, z)| f(z)));
+        r.push(target.to_string());
+        self.table.row(r);
+    }
+}
+
+fn zero_table(rows: &[(usize, AtZero)], args: &Args) -> Table {
+    let mut cols = Columns::new("services at zero", rows);
+    let mut row =
+        |what: &str, f: &dyn Fn(&AtZero) -> String, target: &str| cols.row(what, f, target);
+    row(
+        "all POSTs answered after",
+        &|z| ms(z.creation.all_acked),
+        "",
+    );
+    row("create → Ready p50", &|z| ms(z.creation.ready.p50), "");
+    row(
+        "create → Ready p95",
+        &|z| ms(z.creation.ready.p95),
+        "≤ 1 s (1,000)",
+    );
+    row(
+        "all Ready after",
+        &|z| ms(z.creation.all_ready),
+        "≤ 1.5 s (1,000)",
+    );
+    row(
+        "store writes per service until Ready",
+        &|z| format!("{:.1}", z.creation.writes_per_service),
+        "≤ 10",
+    );
+    row(
+        "wisp CPU per service until Ready",
+        &|z| ms(z.creation.cpu_per_service),
+        "≤ 2 ms",
+    );
+    row(
+        &format!("RSS, idle {} s", args.idle),
+        &|z| Mib(z.rss_idle).to_string(),
+        "≤ 200 MiB (10,000)",
+    );
+    row(
+        "RSS per service beyond an empty server",
+        &|z| {
+            let per = z.rss_idle.saturating_sub(z.rss_empty) as f64 / z.creation.n as f64;
+            format!("{per:.1} KiB")
+        },
+        "≤ 20 KiB",
+    );
+    row(
+        "wisp CPU while idle",
+        &|z| pct(z.idle.cpu_share),
+        "< 1 % of a core",
+    );
+    row(
+        "store writes while idle",
+        &|z| z.idle.writes.to_string(),
+        "0",
+    );
+    row(
+        "list all services (one request)",
+        &|z| ms(z.list_one),
+        "≤ 1 s (10,000)",
+    );
+    row(
+        "list all services in pages of 500",
+        &|z| format!("{} ({} pages)", ms(z.list_paged), z.pages),
+        "",
+    );
+    row(
+        &format!(
+            "next {} services, one at a time: create → Ready p95",
+            args.late
+        ),
+        &|z| ms(z.late.p95),
+        "≤ 25 ms",
+    );
+    row(
+        "route traffic update → ingress, p95 (5)",
+        &|z| ms(z.route_update.p95),
+        "≤ 10 ms",
+    );
+    row(
+        "restart: SIGTERM'd, new process → API answers",
+        &|z| ms(z.restart_api),
+        "≤ 1 s",
+    );
+    row(
+        "restart: new process → first service answers (cold start included)",
+        &|z| ms(z.restart_first_answer),
+        "≤ 10 s",
+    );
+    row(
+        "replicas running 3 s after that (1 asked for)",
+        &|z| z.replicas_after_restart.to_string(),
+        "1",
+    );
+    row(
+        "wisp CPU in those 3 s",
+        &|z| pct(z.idle_after_restart.cpu_share),
+        "",
+    );
+    row(
+        &format!("cold start, first request → answered, p50 ({})", args.late),
+        &|z| ms(z.cold_start.p50),
+        "",
+    );
+    row(
+        "cold start p95",
+        &|z| ms(z.cold_start.p95),
+        "≤ 1.2 × the smallest size's",
+    );
+    cols.table
+}
+
+fn replica_table(rows: &[(usize, WithReplicas)], args: &Args) -> Table {
+    let mut cols = Columns::new("services with a replica", rows);
+    let mut row =
+        |what: &str, f: &dyn Fn(&WithReplicas) -> String, target: &str| cols.row(what, f, target);
+    row(
+        "all POSTs answered after",
+        &|z| ms(z.creation.all_acked),
+        "",
+    );
+    row("create → Ready p50", &|z| ms(z.creation.ready.p50), "");
+    row(
+        "create → Ready p95",
+        &|z| ms(z.creation.ready.p95),
+        "≤ 2 s (1,000)",
+    );
+    row("all Ready after", &|z| ms(z.creation.all_ready), "");
+    row(
+        "store writes per service until Ready",
+        &|z| format!("{:.1}", z.creation.writes_per_service),
+        "≤ 10",
+    );
+    row(
+        "wisp CPU per service until Ready",
+        &|z| ms(z.creation.cpu_per_service),
+        "",
+    );
+    row(
+        &format!("wisp CPU, replicas idle {} s", args.idle),
+        &|z| pct(z.idle.cpu_share),
+        "≤ 10 % (1,000, light load)",
+    );
+    row(
+        "the same per revision and 2 s tick",
+        &|z| {
+            let per = z.idle.cpu_share * 2.0 / z.creation.n as f64;
+            format!("{:.1} µs", per * 1e6)
+        },
+        "",
+    );
+    row(
+        "store writes while idle",
+        &|z| z.idle.writes.to_string(),
+        "",
+    );
+    row("wisp RSS, idle", &|z| Mib(z.rss_idle).to_string(), "");
+    cols.table
+}
+
+/// Three panels against the number of services (log scale): create → Ready p95, wisp CPU
+/// per service until Ready, wisp RSS idle. Services at zero in blue, with a replica in
+/// orange.
+fn plot(zero: &[(usize, AtZero)], replicas: &[(usize, WithReplicas)]) -> String {
+    type Series = Vec<(usize, f64)>;
+    let panels: [(&str, Series, Series); 3] = [
+        (
+            "create → Ready p95 (ms)",
+            zero.iter()
+                .map(|(n, z)| (*n, z.creation.ready.p95.as_secs_f64() * 1e3))
+                .collect(),
+            replicas
+                .iter()
+                .map(|(n, r)| (*n, r.creation.ready.p95.as_secs_f64() * 1e3))
+                .collect(),
+        ),
+        (
+            "wisp CPU per service until Ready (ms)",
+            zero.iter()
+                .map(|(n, z)| (*n, z.creation.cpu_per_service.as_secs_f64() * 1e3))
+                .collect(),
+            replicas
+                .iter()
+                .map(|(n, r)| (*n, r.creation.cpu_per_service.as_secs_f64() * 1e3))
+                .collect(),
+        ),
+        (
+            "wisp RSS, idle (MiB)",
+            zero.iter()
+                .map(|(n, z)| (*n, z.rss_idle as f64 / 1024.0))
+                .collect(),
+            replicas
+                .iter()
+                .map(|(n, r)| (*n, r.rss_idle as f64 / 1024.0))
+                .collect(),
+        ),
+    ];
+    let (pw, ph, left, top, gap) = (300.0, 220.0, 55.0, 40.0, 60.0);
+    let w = left + 3.0 * (pw + gap);
+    let h = top + ph + 70.0;
+    let all_n: Vec<usize> = zero
+        .iter()
+        .map(|z| z.0)
+        .chain(replicas.iter().map(|r| r.0))
+        .collect();
+    let (nmin, nmax) = (
+        all_n.iter().copied().min().unwrap_or(1).max(1) as f64,
+        all_n.iter().copied().max().unwrap_or(10).max(2) as f64,
+    );
+    let (lmin, lmax) = (
+        nmin.log10().floor(),
+        nmax.log10().ceil().max(nmin.log10().floor() + 1.0),
+    );
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+"#
+    );
+    for (i, (title, z, r)) in panels.iter().enumerate() {
+        let x0 = left + i as f64 * (pw + gap);
+        let ymax = z
+            .iter()
+            .chain(r.iter())
+            .map(|p| p.1)
+            .fold(0.0_f64, f64::max)
+            .max(1e-9)
+            * 1.15;
+        let px = |n: usize| x0 + ((n as f64).log10() - lmin) / (lmax - lmin) * pw;
+        let py = |v: f64| top + ph - v / ymax * ph;
+        s += &format!(
+            r##"<text x="{}" y="{}" text-anchor="middle" font-weight="bold">{title}</text>
+<rect x="{x0}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#999"/>
+"##,
+            x0 + pw / 2.0,
+            top - 12.0
+        );
+        for k in 0..=4 {
+            let v = ymax / 1.15 * f64::from(k) / 4.0;
+            s += &format!(
+                r##"<text x="{}" y="{}" text-anchor="end" fill="#555">{}</text><line x1="{x0}" x2="{}" y1="{y}" y2="{y}" stroke="#eee"/>
+"##,
+                x0 - 4.0,
+                py(v) + 4.0,
+                short(v),
+                x0 + pw,
+                y = py(v)
+            );
+        }
+        let mut e = lmin;
+        while e <= lmax {
+            let n = 10f64.powf(e) as usize;
+            s += &format!(
+                r##"<text x="{}" y="{}" text-anchor="middle" fill="#555">{n}</text>
+"##,
+                px(n),
+                top + ph + 16.0
+            );
+            e += 1.0;
+        }
+        s += &format!(
+            r##"<text x="{}" y="{}" text-anchor="middle">services</text>
+"##,
+            x0 + pw / 2.0,
+            top + ph + 34.0
+        );
+        for (series, color) in [(z, "#1f77b4"), (r, "#ff7f0e")] {
+            if series.is_empty() {
+                continue;
+            }
+            let pts: Vec<String> = series
+                .iter()
+                .map(|(n, v)| format!("{:.1},{:.1}", px(*n), py(*v)))
+                .collect();
+            s += &format!(
+                r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>
+"#,
+                pts.join(" ")
+            );
+            for (n, v) in series {
+                s += &format!(
+                    r#"<circle cx="{:.1}" cy="{:.1}" r="3" fill="{color}"/>
+"#,
+                    px(*n),
+                    py(*v)
+                );
+            }
+        }
+    }
+    s += &format!(
+        r##"<text x="{left}" y="{}" fill="#1f77b4">● services at zero</text><text x="{}" y="{}" fill="#ff7f0e">● with one replica each</text>
+</svg>
+"##,
+        h - 10.0,
+        left + 160.0,
+        h - 10.0
+    );
+    s
+}
+
+/// A tick label: few digits.
+fn short(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0}")
+    } else if v >= 10.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
