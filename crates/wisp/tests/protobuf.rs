@@ -533,3 +533,129 @@ fn kubectl_speaks_protobuf() {
     assert!(ok, "{err}");
     assert_eq!(out, "dg==");
 }
+
+/// The views of what runs (Pods, Deployments, Services, Events) answer client-go's typed
+/// clients in protobuf as the stored kinds do: lists, single objects, watch frames.
+#[test]
+fn views_answer_in_protobuf() {
+    use k8s_pb::api::apps::v1 as appsv1;
+    use k8s_pb::api::events::v1 as eventsv1;
+
+    let s = Server::start();
+    let hello = common::sample_bin("hello");
+    s.apply(&format!(
+        "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: pbview\nspec:\n  template:\n    metadata:\n      annotations:\n        autoscaling.knative.dev/min-scale: \"1\"\n    spec:\n      containers:\n      - command: [{:?}]\n",
+        hello.display()
+    ));
+    common::wait_for("pbview Ready", Duration::from_secs(60), || {
+        s.ready("services", "pbview").filter(|r| r.0 == "True")
+    });
+
+    // A watch of pods from the start sees the running replica as an ADDED frame.
+    let http = s.http_timeout(Duration::from_secs(30));
+    let mut watch = http
+        .get(s.url(
+            "/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=10\
+             &labelSelector=serving.knative.dev%2Fservice%3Dpbview",
+        ))
+        .header("authorization", s.auth())
+        .header("accept", PB)
+        .send()
+        .unwrap();
+    assert_eq!(watch.status().as_u16(), 200);
+    let mut len = [0u8; 4];
+    watch.read_exact(&mut len).unwrap();
+    let mut frame = vec![0u8; u32::from_be_bytes(len) as usize];
+    watch.read_exact(&mut frame).unwrap();
+    let event = metav1::WatchEvent::decode(frame.as_slice()).unwrap();
+    assert_eq!(event.r#type.as_deref(), Some("ADDED"));
+    let watched: corev1::Pod = decode(&event.object.unwrap().raw.unwrap(), "Pod");
+
+    let (code, ct, bytes) = pb(&s, "GET", "/api/v1/namespaces/default/pods", None);
+    assert_eq!((code, ct.as_str()), (200, PB));
+    let pods: corev1::PodList = decode(&bytes, "PodList");
+    assert_eq!(pods.items.len(), 1);
+    let pod = &pods.items[0];
+    let meta = pod.metadata.as_ref().unwrap();
+    let name = meta.name.clone().unwrap();
+    assert!(name.starts_with("pbview-00001-deployment-"), "{name}");
+    assert_eq!(watched.metadata.unwrap().name.unwrap(), name);
+    assert_eq!(meta.labels["serving.knative.dev/revision"], "pbview-00001");
+    let pod_status = pod.status.as_ref().unwrap();
+    assert_eq!(pod_status.phase.as_deref(), Some("Running"));
+    assert_eq!(pod_status.container_statuses[0].ready, Some(true));
+
+    let (code, _, bytes) = pb(
+        &s,
+        "GET",
+        &format!("/api/v1/namespaces/default/pods/{name}"),
+        None,
+    );
+    assert_eq!(code, 200);
+    let one: corev1::Pod = decode(&bytes, "Pod");
+    assert_eq!(one.metadata.unwrap().name.unwrap(), name);
+
+    let (code, _, bytes) = pb(
+        &s,
+        "GET",
+        "/apis/apps/v1/namespaces/default/deployments",
+        None,
+    );
+    assert_eq!(code, 200);
+    let deps: appsv1::DeploymentList = decode(&bytes, "DeploymentList");
+    let dep = &deps.items[0];
+    assert_eq!(
+        dep.metadata.as_ref().unwrap().name.as_deref(),
+        Some("pbview-00001-deployment")
+    );
+    assert_eq!(dep.status.as_ref().unwrap().ready_replicas, Some(1));
+
+    let (code, _, bytes) = pb(
+        &s,
+        "GET",
+        "/api/v1/namespaces/kourier-system/services",
+        None,
+    );
+    assert_eq!(code, 200);
+    let svcs: corev1::ServiceList = decode(&bytes, "ServiceList");
+    let names: Vec<_> = svcs
+        .items
+        .iter()
+        .map(|s| s.metadata.as_ref().unwrap().name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["kourier", "kourier-internal"]);
+
+    let (code, _, bytes) = pb(&s, "GET", "/api/v1/namespaces/default/events", None);
+    assert_eq!(code, 200);
+    let events: corev1::EventList = decode(&bytes, "EventList");
+    assert!(
+        events
+            .items
+            .iter()
+            .any(|e| e.reason.as_deref() == Some("Created")),
+        "{:?}",
+        events.items
+    );
+    let (code, _, bytes) = pb(
+        &s,
+        "GET",
+        "/apis/events.k8s.io/v1/namespaces/default/events",
+        None,
+    );
+    assert_eq!(code, 200);
+    let events: eventsv1::EventList = decode(&bytes, "EventList");
+    assert!(!events.items.is_empty());
+
+    // A write to a view is refused in protobuf too (a Status, not a 5xx).
+    let (code, _, bytes) = pb(
+        &s,
+        "POST",
+        "/apis/apps/v1/namespaces/default/deployments",
+        Some(body(
+            "apps/v1",
+            "Deployment",
+            &appsv1::Deployment::default(),
+        )),
+    );
+    assert_eq!(code, 405, "{:?}", status(&bytes));
+}
