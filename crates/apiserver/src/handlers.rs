@@ -244,13 +244,26 @@ pub(crate) async fn list_or_watch(
     // must not do.
     let body = blocking(move || {
         use crate::listing;
-        let (mut items, rv) = st.store.list(&res, ns.as_deref(), selector.as_ref())?;
-        if !fields.is_empty() {
-            items.retain(|o| fields.matches(o));
-        }
+        // Read from the continue token's key on, parsed only as far as the page needs.
+        let after = params
+            .resume
+            .as_ref()
+            .map(|(_, start)| listing::split_key(start));
+        let wisp_store::ListPage {
+            mut items,
+            unread,
+            revision: rv,
+        } = st.store.list_page(
+            &res,
+            ns.as_deref(),
+            selector.as_ref(),
+            after,
+            params.limit,
+            |o| fields.matches(o),
+        )?;
         // A token whose resourceVersion the event history no longer reaches is stale, as
         // kube's compacted snapshot is.
-        let meta = listing::page(&mut items, rv, &params, filtered, |token_rv| {
+        let meta = listing::page(&mut items, unread, rv, &params, filtered, |token_rv| {
             !matches!(
                 st.store.events_since(token_rv, Some(&res), None, 1),
                 Err(StoreError::Gone { .. })

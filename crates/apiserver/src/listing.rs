@@ -230,9 +230,11 @@ pub fn exact_expired() -> ApiError {
 /// returns its `ListMeta` (resourceVersion, continue, remainingItemCount), as the etcd3
 /// store's `GetList` answers. `reachable` says whether a token's resourceVersion is still
 /// in the history (a token older than it is 410 Expired); `filtered` lists (by a
-/// selector) get no remaining count, as etcd's.
+/// selector) get no remaining count, as etcd's. `unread` counts matching objects beyond
+/// `items` that the caller did not read (`wisp_store::ListPage::unread`).
 pub fn page<T: std::borrow::Borrow<Value>>(
     items: &mut Vec<T>,
+    unread: usize,
     rv: u64,
     params: &ListParams,
     filtered: bool,
@@ -259,7 +261,7 @@ pub fn page<T: std::borrow::Borrow<Value>>(
     if let Some(limit) = params.limit
         && items.len() > limit
     {
-        let remaining = items.len() - limit;
+        let remaining = items.len() - limit + unread;
         items.truncate(limit);
         let (lns, lname) = items.last().map(|o| key(o.borrow())).unwrap_or_default();
         meta["continue"] = encode_continue(list_rv, &format!("{lns}/{lname}")).into();

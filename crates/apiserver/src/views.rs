@@ -136,7 +136,7 @@ pub(crate) async fn list_or_watch(
             selector.as_ref().is_none_or(|s| s.matches_object(o)) && fields.matches(o)
         });
         // A token from before the view's history (another run of wisp) is stale.
-        let meta = listing::page(&mut items, rv, &params, filtered, |token_rv| {
+        let meta = listing::page(&mut items, 0, rv, &params, filtered, |token_rv| {
             view.events_since(token_rv, 0).is_ok()
         })?;
         let list_rv = meta["resourceVersion"].as_str().unwrap_or("").to_string();

@@ -313,13 +313,17 @@ fn exact_in_sql(r: &Requirement) -> bool {
 /// exactly [`LabelSelector::matches_object`]: the table holds the string-valued labels only,
 /// which is what matching sees (non-string values count as absent), and a key has at most
 /// one value, so "no row with key k and value in S" is "absent or not in S".
+///
+/// `after` (a continue token's last key) starts the list after that (namespace, name): an
+/// index range, so a later page reads only the rows from there on.
 pub(crate) fn list(
     conn: &Connection,
     resource: &str,
     namespace: Option<&str>,
     selector: Option<&LabelSelector>,
+    after: Option<(&str, &str)>,
 ) -> Result<Vec<String>, StoreError> {
-    let q = ListQuery::new(resource, namespace, selector);
+    let q = ListQuery::new(resource, namespace, selector, after);
     let mut stmt = conn.prepare_cached(&q.sql)?;
     let mut rows = stmt.query(params_from_iter(q.params.iter()))?;
     let mut out = Vec::new();
@@ -349,6 +353,7 @@ impl<'a> ListQuery<'a> {
         resource: &'a str,
         namespace: Option<&'a str>,
         selector: Option<&'a LabelSelector>,
+        after: Option<(&'a str, &'a str)>,
     ) -> Self {
         let requirements = selector.map_or(&[][..], LabelSelector::requirements);
         let mut params: Vec<&str> = Vec::new();
@@ -409,6 +414,10 @@ impl<'a> ListQuery<'a> {
                 )
             };
         }
+        if let Some((after_ns, after_name)) = after {
+            let (a, b) = (bind(&mut params, after_ns), bind(&mut params, after_name));
+            sql += &format!(" AND (o.namespace, o.name) > ({a}, {b})");
+        }
         sql += " ORDER BY o.namespace, o.name";
         ListQuery {
             sql,
@@ -426,7 +435,7 @@ pub(crate) fn explain_list(
     namespace: Option<&str>,
     selector: Option<&LabelSelector>,
 ) -> Vec<String> {
-    let q = ListQuery::new(resource, namespace, selector);
+    let q = ListQuery::new(resource, namespace, selector, None);
     let mut stmt = conn
         .prepare(&format!("EXPLAIN QUERY PLAN {}", q.sql))
         .unwrap();
@@ -526,7 +535,7 @@ pub(crate) fn list_sql(
     namespace: Option<&str>,
     selector: Option<&LabelSelector>,
 ) -> String {
-    ListQuery::new(resource, namespace, selector).sql
+    ListQuery::new(resource, namespace, selector, None).sql
 }
 
 /// The event log's rows after resourceVersion `from`, in order, objects still as JSON text.

@@ -51,6 +51,19 @@ impl Default for Options {
 /// `(resource, namespace, name)` passed as separate `&str` arguments; `resource` is an opaque
 /// string chosen by the caller (e.g. `services.serving.knative.dev`) and appears verbatim in
 /// error messages. Cluster-scoped kinds use the namespace `""`.
+/// One page of a list ([`Store::list_page`]).
+#[derive(Debug)]
+pub struct ListPage {
+    /// The page's objects, in (namespace, name) order: up to the limit, and one more when
+    /// there is more.
+    pub items: Vec<Value>,
+    /// Matching rows beyond `items` that were not read (only a field-selector-free list
+    /// knows they all match).
+    pub unread: usize,
+    /// The store's resourceVersion the page was read at.
+    pub revision: u64,
+}
+
 #[derive(Clone)]
 pub struct Store {
     inner: Arc<Inner>,
@@ -391,8 +404,49 @@ impl Store {
         let selector = selector.filter(|s| !s.is_empty());
         self.with_conn(|conn| {
             let rev = sqlite::revision(conn)?;
-            let items = sqlite::list(conn, resource, namespace, selector)?;
+            let items = sqlite::list(conn, resource, namespace, selector, None)?;
             Ok((items, rev))
+        })
+    }
+
+    /// One page of a list, as a client asks for it with `limit` and `continue`: the objects
+    /// after `after` (the last (namespace, name) of the page before), of those the ones
+    /// `keep` accepts (a field selector), at most `limit + 1` of them (the one beyond tells
+    /// that there is more), and how many matching rows were left unread beyond them.
+    /// Rows are parsed only as far as the page needs, so a page of 500 costs 500 parses,
+    /// not the whole kind's.
+    pub fn list_page(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        selector: Option<&LabelSelector>,
+        after: Option<(&str, &str)>,
+        limit: Option<usize>,
+        mut keep: impl FnMut(&Value) -> bool,
+    ) -> Result<ListPage, StoreError> {
+        let selector = selector.filter(|s| !s.is_empty());
+        let (texts, revision) = self.with_conn(|conn| {
+            let rev = sqlite::revision(conn)?;
+            let texts = sqlite::list(conn, resource, namespace, selector, after)?;
+            Ok::<_, StoreError>((texts, rev))
+        })?;
+        let want = limit.map_or(usize::MAX, |l| l.saturating_add(1));
+        let mut items = Vec::new();
+        let mut unread = 0;
+        for (i, text) in texts.iter().enumerate() {
+            if items.len() >= want {
+                unread = texts.len() - i;
+                break;
+            }
+            let object = sqlite::parse_json(text)?;
+            if keep(&object) {
+                items.push(object);
+            }
+        }
+        Ok(ListPage {
+            items,
+            unread,
+            revision,
         })
     }
 

@@ -259,6 +259,52 @@ fn list_namespaces_and_order() {
     assert_eq!(rev, 5);
 }
 
+/// Pages as `limit`/`continue` read them: from after a key, at most limit + 1 kept, the
+/// rest counted unread, a filter applied to what is read.
+#[test]
+fn list_pages() {
+    let (_dir, store) = seeded_for_list();
+    let table: [(Option<(&str, &str)>, Option<usize>, &[&str], usize); 5] = [
+        (
+            None,
+            None,
+            &["default/a", "default/b", "dev/z", "prod/a"],
+            0,
+        ),
+        (None, Some(1), &["default/a", "default/b"], 2),
+        (Some(("default", "a")), Some(1), &["default/b", "dev/z"], 1),
+        (Some(("default", "b")), Some(5), &["dev/z", "prod/a"], 0),
+        (Some(("prod", "a")), Some(5), &[], 0),
+    ];
+    for (after, limit, want, unread) in table {
+        let page = store
+            .list_page(SVC, None, None, after, limit, |_| true)
+            .unwrap();
+        assert_eq!(ns_names(&page.items), want, "{after:?} {limit:?}");
+        assert_eq!(page.unread, unread, "{after:?} {limit:?}");
+        assert_eq!(page.revision, 5);
+    }
+    // Within a namespace, and with a filter: only kept objects count toward the limit.
+    let page = store
+        .list_page(
+            SVC,
+            Some("default"),
+            None,
+            Some(("default", "a")),
+            None,
+            |_| true,
+        )
+        .unwrap();
+    assert_eq!(ns_names(&page.items), ["default/b"]);
+    let page = store
+        .list_page(SVC, None, None, None, Some(1), |o| {
+            o["metadata"]["name"] != "b"
+        })
+        .unwrap();
+    assert_eq!(ns_names(&page.items), ["default/a", "dev/z"]);
+    assert_eq!(page.unread, 1);
+}
+
 #[test]
 fn list_label_selectors() {
     let (_dir, store) = seeded_for_list();

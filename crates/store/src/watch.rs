@@ -300,6 +300,7 @@ impl<E: FromRaw> Watch<E> {
                             r,
                             spec.namespace.as_deref(),
                             spec.selector.as_ref(),
+                            None,
                         )?;
                         texts.extend(objects.into_iter().map(|o| (r.clone(), o)));
                     }
