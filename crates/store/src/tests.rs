@@ -264,7 +264,14 @@ fn list_namespaces_and_order() {
 #[test]
 fn list_pages() {
     let (_dir, store) = seeded_for_list();
-    let table: [(Option<(&str, &str)>, Option<usize>, &[&str], usize); 5] = [
+    // (after, limit, the page, unread)
+    type Case<'a> = (
+        Option<(&'a str, &'a str)>,
+        Option<usize>,
+        &'a [&'a str],
+        usize,
+    );
+    let table: [Case; 5] = [
         (
             None,
             None,
