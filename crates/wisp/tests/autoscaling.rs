@@ -176,3 +176,72 @@ fn scales_out_under_load_and_back_to_zero_when_idle() {
     assert_eq!(get(&client(), &s.http_addr, "/"), 200);
     eprintln!("whole test took {:?}", started.elapsed());
 }
+
+/// Issue "The rest of Knative Serving", item 5: a revision the KPA scaled out keeps its
+/// replicas across a `kill -9` of wisp (as a Deployment keeps its replicas while Knative's
+/// autoscaler restarts) instead of starting over from initial-scale (0 here), and then
+/// scales down by the normal rules.
+#[test]
+fn scale_survives_kill_9() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("config.yaml");
+    std::fs::write(&cfg, CONFIG).unwrap();
+    let mut s = Server::start_with(&["--config", cfg.to_str().unwrap()]);
+    s.apply(&service_yaml());
+    wait_for("service Ready", Duration::from_secs(30), || {
+        s.ready("services", "auto")
+            .filter(|(st, _, _)| st == "True")
+    });
+
+    // Load until the KPA has scaled out and the replicas run.
+    let stop = AtomicBool::new(false);
+    let desired = std::thread::scope(|scope| {
+        for _ in 0..20 {
+            let (stop, addr) = (&stop, &s.http_addr);
+            scope.spawn(move || {
+                let c = client();
+                while !stop.load(Ordering::Relaxed) {
+                    get(&c, addr, "/?sleep=100");
+                }
+            });
+        }
+        let d = wait_for("scaled out", Duration::from_secs(40), || {
+            pa_scale(&s)
+                .filter(|(d, a)| *d > 1 && a == d)
+                .map(|(d, _)| d)
+        });
+        stop.store(true, Ordering::Relaxed);
+        d
+    });
+    // The decision as stored just before the kill (the KPA may have moved since).
+    let (before, _) = pa_scale(&s).unwrap();
+    assert!(before > 1, "desired {desired}, then {before}");
+
+    s.kill9_and_restart();
+    // At once: the revision runs what the PA said, without a request or a new decision.
+    let restarted = Instant::now();
+    let mut seen = Vec::new();
+    let resumed = wait_for(
+        "replicas back after the restart",
+        Duration::from_secs(15),
+        || {
+            seen.extend(pa_scale(&s).map(|(d, _)| d));
+            let a = actual_replicas(&s);
+            (a >= before).then_some(a)
+        },
+    );
+    eprintln!(
+        "{resumed} replicas {:?} after the restart (PA said {before}); desiredScale seen: {seen:?}",
+        restarted.elapsed()
+    );
+    // The PA status is continuous: the stored decision, never the -1 of a new decider.
+    assert!(seen.iter().all(|d| *d >= 0), "{seen:?}");
+    assert_eq!(seen.first(), Some(&before), "{seen:?}");
+
+    // Idle: down to zero by the normal rules (stable window, grace period).
+    wait_for(
+        "scale to zero after the restart",
+        Duration::from_secs(60),
+        || (pa_scale(&s) == Some((0, 0)) && actual_replicas(&s) == 0).then_some(()),
+    );
+}

@@ -225,6 +225,10 @@ impl KpaState {
                 _ => ActiveState::Activating,
             };
             st.replicas = u32::try_from(desired).unwrap_or(0);
+            // The decision stands until the decider has data again, so the status keeps
+            // the same desiredScale across the restart rather than Knative's -1 of a new
+            // decider (issue #19: the PA status is continuous).
+            st.desired = desired;
             st.scaler = Scaler::resume(now, activation_timeout(progress), active, true);
         }
         st

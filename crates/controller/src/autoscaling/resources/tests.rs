@@ -441,5 +441,11 @@ fn a_pa_reconciled_before_a_restart_resumes_from_its_status() {
         let step = st.step(now, &spec, 0, None, false);
         assert_eq!(step.next_tick.is_none(), at_rest, "{case}");
         assert_eq!(st.replicas, replicas, "{case}: no data changes nothing");
+        if initialized && want >= 0 {
+            assert_eq!(
+                step.result.want, want,
+                "{case}: the status's desiredScale stands"
+            );
+        }
     }
 }
