@@ -10,6 +10,8 @@
 //!   replica needs beyond runc: its network namespace and veth, its overlay root, its
 //!   `/etc` files, and the first readiness probes (Knative's aggressive probing). Then the
 //!   same with containerd's default seccomp profile (`seccompProfile: RuntimeDefault`).
+//!   Both with wisp's own runtime (the default; its helper is the `wisp` binary built next
+//!   to this benchmark) and with runc as the platform's runtime.
 //!
 //! Writes `bench/results/container-cold-start.md` (`--out`; not with `--no-write`).
 
@@ -31,7 +33,7 @@ use wisp_bench::{
 use wisp_runtime::{
     Platform, ReplicaPhase, ReplicaSpec, RevisionKey,
     container::{
-        ContainerOptions, ImageConfig, PreparedImage,
+        ContainerOptions, ImageConfig, PreparedImage, Runtime,
         hostfs::{self, FixedImage},
     },
     process::ProcessPlatform,
@@ -203,10 +205,7 @@ async fn main() -> anyhow::Result<()> {
     }
     let _ = sh("ip", &["netns", "del", REF_NS]);
 
-    // A replica of the container platform.
-    let mut options = ContainerOptions::new(dir.path().join("state"));
-    options.bridge = "wcb0".into();
-    options.subnet = "10.215.0.0/24".into();
+    // A replica of the container platform, with each runtime.
     let images = Arc::new(FixedImage(PreparedImage {
         rootfs,
         config: ImageConfig {
@@ -215,8 +214,6 @@ async fn main() -> anyhow::Result<()> {
             ..ImageConfig::default()
         },
     }));
-    let p = ProcessPlatform::containers(options, images)?;
-    tokio::time::timeout(Duration::from_secs(20), p.cleaned_up()).await?;
     let spec = ReplicaSpec {
         key: RevisionKey::new("default", "hello-00001"),
         uid: "bench".into(),
@@ -243,23 +240,42 @@ async fn main() -> anyhow::Result<()> {
         seccomp_profile: Some(serde_json::json!({"type": "RuntimeDefault"})),
         ..SecurityContext::default()
     });
-    let mut replica = Vec::new();
-    let mut replica_seccomp = Vec::new();
-    let mut failed = None;
-    'runs: for (spec, samples) in [(&spec, &mut replica), (&filtered, &mut replica_seccomp)] {
-        for _ in 0..args.runs {
-            match replica_once(&p, spec).await {
-                Ok(d) => samples.push(d),
-                Err(e) => {
-                    failed = Some(e);
-                    break 'runs;
+    let runtimes = [
+        (
+            "wisp's runtime",
+            Runtime::Native {
+                program: wisp_bench::sibling_binary("wisp")?,
+            },
+        ),
+        ("runc", Runtime::runc()),
+    ];
+    // (runtime, plain, with seccomp)
+    let mut measured: Vec<(&str, Vec<Duration>, Vec<Duration>)> = Vec::new();
+    for (i, (name, runtime)) in runtimes.into_iter().enumerate() {
+        let mut options = ContainerOptions::new(dir.path().join(format!("state{i}")));
+        options.bridge = format!("wcb{i}");
+        options.subnet = format!("10.215.{i}.0/24");
+        options.runtime = runtime;
+        let p = ProcessPlatform::containers(options, images.clone())?;
+        tokio::time::timeout(Duration::from_secs(20), p.cleaned_up()).await?;
+        let (mut plain, mut seccomp) = (Vec::new(), Vec::new());
+        let mut failed = None;
+        'runs: for (spec, samples) in [(&spec, &mut plain), (&filtered, &mut seccomp)] {
+            for _ in 0..args.runs {
+                match replica_once(&p, spec).await {
+                    Ok(d) => samples.push(d),
+                    Err(e) => {
+                        failed = Some(e.context(name));
+                        break 'runs;
+                    }
                 }
             }
         }
-    }
-    p.shutdown().await;
-    if let Some(e) = failed {
-        return Err(e);
+        p.shutdown().await;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        measured.push((name, plain, seccomp));
     }
 
     let mut out = results_header(
@@ -269,25 +285,31 @@ async fn main() -> anyhow::Result<()> {
     out.push_str(
         "\nEach start from nothing running, image cached (the `hello` sample and its \
          libraries as rootfs). The replica's time includes its network namespace and veth, \
-         overlay root, `/etc` files and Knative's aggressive readiness probing.\n\n",
+         overlay root, `/etc` files and Knative's aggressive readiness probing. Rows run one \
+         after the other, each variant's runs back to back; \"× runc run\" is the p50 over \
+         the reference's p50, in this run.\n\n",
     );
-    let mut table = Table::new(["variant", "runs", "min", "p50", "p95", "max"]);
-    for (name, samples) in [
-        ("`runc run -d` until the port listens", &runc),
-        ("replica `scale(1)` until Ready", &replica),
-        (
-            "the same, `seccompProfile: RuntimeDefault`",
-            &replica_seccomp,
-        ),
-    ] {
+    let reference = Summary::of(&runc).context("no samples")?;
+    let mut table = Table::new(["variant", "runs", "min", "p50", "p95", "max", "× runc run (p50)"]);
+    let mut rows: Vec<(String, &Vec<Duration>)> =
+        vec![("`runc run -d` until the port listens".into(), &runc)];
+    for (name, plain, seccomp) in &measured {
+        rows.push((format!("replica `scale(1)` until Ready, {name}"), plain));
+        rows.push((
+            format!("the same, `seccompProfile: RuntimeDefault`, {name}"),
+            seccomp,
+        ));
+    }
+    for (name, samples) in rows {
         let s = Summary::of(samples).context("no samples")?;
         table.row([
-            name.to_string(),
+            name,
             s.n.to_string(),
             ms(s.min),
             ms(s.p50),
             ms(s.p95),
             ms(s.max),
+            format!("{:.2}", s.p50.as_secs_f64() / reference.p50.as_secs_f64()),
         ]);
     }
     out.push_str(&table.render());

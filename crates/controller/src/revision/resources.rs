@@ -196,6 +196,25 @@ pub fn is_waiting(f: &wisp_runtime::Failure) -> bool {
     wisp_runtime::podconfig::WAITING_REASONS.contains(&f.reason.as_str())
 }
 
+/// While the revision deploys, `ResourcesAvailable` says what its replicas wait for (an
+/// image pull and its bytes); the kubelet shows this as the pod's `Pulling` events.
+pub fn show_waiting(st: &mut RevisionStatus, waiting: &str, now: DateTime<Utc>) {
+    let deploying = st
+        .status
+        .condition(RESOURCES_AVAILABLE)
+        .is_some_and(|c| c.status == ConditionStatus::Unknown && c.reason == DEPLOYING);
+    if deploying {
+        CONDITIONS.mark(
+            &mut st.status,
+            RESOURCES_AVAILABLE,
+            ConditionStatus::Unknown,
+            DEPLOYING,
+            waiting,
+            now,
+        );
+    }
+}
+
 pub fn compute_status(
     rev: &Revision,
     replicas: &[ReplicaStatus],

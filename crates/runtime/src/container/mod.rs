@@ -87,12 +87,32 @@ pub trait ImageProvider: Send + Sync + 'static {
     /// `image` is the container's image reference, or the digest it resolved to. Pulls and
     /// unpacks if needed, with the credentials `pull` names. A failure carries Kubernetes'
     /// reason (`ErrImagePull`, …) and is shown on the replica; the platform retries with
-    /// back-off.
+    /// back-off. A pull reports its bytes as they come through `progress`.
     fn prepare<'a>(
         &'a self,
         image: &'a str,
         pull: &'a PullSecrets,
+        progress: &'a (dyn Fn(PullProgress) + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>>;
+}
+
+/// How far a pull is: bytes fetched of the bytes to fetch (the layers missing here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PullProgress {
+    pub done: u64,
+    pub total: u64,
+}
+
+impl PullProgress {
+    /// What a revision shows while its replica waits for the pull of `image`.
+    pub fn message(&self, image: &str) -> String {
+        let mb = |b: u64| b as f64 / 1e6;
+        format!(
+            "Pulling image {image:?}: {:.1} MB of {:.1} MB",
+            mb(self.done),
+            mb(self.total)
+        )
+    }
 }
 
 /// The pod's `imagePullSecrets`: Secrets of its namespace that hold registry credentials.
@@ -440,7 +460,8 @@ impl ContainerLauncher {
                 tracing::warn!(revision = %replica.key, replica = %replica.name, "{w}");
             }
             let c = &c;
-            let image = self.images.prepare(&c.image, &pull).await?;
+            let report = |p: PullProgress| (replica.waiting)(p.message(&c.image));
+            let image = self.images.prepare(&c.image, &pull, &report).await?;
             // A symlink could point out of the image (at the host's own files): not followed.
             let read = |f: &str| {
                 let path = image.rootfs.join(f);

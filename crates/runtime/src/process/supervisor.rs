@@ -88,11 +88,13 @@ impl Replica {
                 }
                 None => match self.inner.launcher.sandbox(self.info()).await {
                     Ok(created) => {
+                        self.inner.set_waiting(&self.key, None);
                         self.update(|s| s.failure = None);
                         sandbox = Some(created);
                         continue;
                     }
                     Err(failure) => {
+                        self.inner.set_waiting(&self.key, None);
                         tracing::warn!(
                             revision = %self.key,
                             replica = %self.name,
@@ -145,12 +147,14 @@ impl Replica {
     }
 
     fn info(&self) -> ReplicaInfo {
+        let (inner, key) = (self.inner.clone(), self.key.clone());
         ReplicaInfo {
             key: self.key.clone(),
             name: self.name.clone(),
             spec: self.spec.clone(),
             address: self.address,
             objects: lock(&self.inner.objects).clone(),
+            waiting: Arc::new(move |message| inner.set_waiting(&key, Some(message))),
         }
     }
 
