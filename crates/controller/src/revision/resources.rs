@@ -725,6 +725,31 @@ mod tests {
     }
 
     #[test]
+    fn a_pull_in_progress_is_shown_while_deploying_only() {
+        let pulling = "Pulling image \"r.local/app:1\": 1.5 MB of 4.0 MB";
+        let r = rev_with(&[]);
+        // No replica ready yet: Deploying, with what it waits for.
+        let (mut st, _) = compute_status(&r, &[], 1, Duration::from_secs(600), test_clock());
+        show_waiting(&mut st, pulling, test_clock());
+        let c = st.status.condition(RESOURCES_AVAILABLE).unwrap();
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (ConditionStatus::Unknown, DEPLOYING, pulling)
+        );
+        // Ready, or failed: the condition says so, not the pull.
+        for replicas in [
+            vec![replica("r1", ReplicaPhase::Ready)],
+            vec![failed_replica("r1", "ErrImagePull", "unauthorized")],
+        ] {
+            let (mut st, _) =
+                compute_status(&r, &replicas, 1, Duration::from_secs(600), test_clock());
+            let before = st.status.condition(RESOURCES_AVAILABLE).cloned();
+            show_waiting(&mut st, pulling, test_clock());
+            assert_eq!(st.status.condition(RESOURCES_AVAILABLE).cloned(), before);
+        }
+    }
+
+    #[test]
     fn a_failed_revision_scaled_to_zero_stays_failed() {
         let mut r = rev_with(&[]);
         let failing = [failed_replica(

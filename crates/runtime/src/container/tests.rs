@@ -858,3 +858,54 @@ async fn secrets_and_config_maps_reach_env_and_mounted_files_which_follow_update
     p.shutdown().await;
     fx.assert_torn_down();
 }
+
+/// An image whose pull reports progress, then waits for the test to let it finish.
+struct SlowPull {
+    image: PreparedImage,
+    release: tokio::sync::Notify,
+}
+
+impl super::ImageProvider for SlowPull {
+    fn prepare<'a>(
+        &'a self,
+        _image: &'a str,
+        _pull: &'a super::PullSecrets,
+        progress: &'a (dyn Fn(super::PullProgress) + Send + Sync),
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<PreparedImage, crate::Failure>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            progress(super::PullProgress {
+                done: 1_500_000,
+                total: 4_000_000,
+            });
+            self.release.notified().await;
+            Ok(self.image.clone())
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_in_progress_is_what_the_revision_waits_for() {
+    require_containers!();
+    let fx = Fixture::new(Rt::Native, 10);
+    let images = Arc::new(SlowPull {
+        image: fx.images.0.clone(),
+        release: tokio::sync::Notify::new(),
+    });
+    let p = ProcessPlatform::containers(fx.options.clone(), images.clone()).unwrap();
+    let s = spec("pulling", vec![hello("user-container")], Duration::from_secs(1));
+    p.scale(&s, 1);
+    let mut changes = p.changes();
+    let deadline = Instant::now() + WAIT;
+    let want = "Pulling image \"example.com/hello\": 1.5 MB of 4.0 MB";
+    while p.waiting(&s.key).as_deref() != Some(want) {
+        assert!(Instant::now() < deadline, "never waiting: {:?}", p.waiting(&s.key));
+        let _ = tokio::time::timeout(Duration::from_millis(100), changes.recv()).await;
+    }
+    images.release.notify_one();
+    wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    assert_eq!(p.waiting(&s.key), None, "cleared once the sandbox is made");
+    p.shutdown().await;
+    fx.assert_torn_down();
+}
