@@ -245,3 +245,21 @@ mod tests {
         assert!(Proc::read(std::process::id()).unwrap().is_alive());
     }
 }
+
+/// The first non-loopback IPv4 address of the network namespace `pid` is in (its
+/// `/proc/<pid>/net/fib_trie`: an address line, then `/32 host LOCAL` for a local one).
+pub fn local_ipv4(pid: u32) -> Option<std::net::Ipv4Addr> {
+    let trie = std::fs::read_to_string(format!("/proc/{pid}/net/fib_trie")).ok()?;
+    let mut last: Option<std::net::Ipv4Addr> = None;
+    for line in trie.lines() {
+        let line = line.trim();
+        if let Some(addr) = line.strip_prefix("|-- ") {
+            last = addr.parse().ok();
+        } else if line.starts_with("/32 host LOCAL")
+            && let Some(ip) = last.filter(|ip| !ip.is_loopback())
+        {
+            return Some(ip);
+        }
+    }
+    None
+}

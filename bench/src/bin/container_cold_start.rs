@@ -290,7 +290,15 @@ async fn main() -> anyhow::Result<()> {
          the reference's p50, in this run.\n\n",
     );
     let reference = Summary::of(&runc).context("no samples")?;
-    let mut table = Table::new(["variant", "runs", "min", "p50", "p95", "max", "× runc run (p50)"]);
+    let mut table = Table::new([
+        "variant",
+        "runs",
+        "min",
+        "p50",
+        "p95",
+        "max",
+        "× runc run (p50)",
+    ]);
     let mut rows: Vec<(String, &Vec<Duration>)> =
         vec![("`runc run -d` until the port listens".into(), &runc)];
     for (name, plain, seccomp) in &measured {

@@ -149,10 +149,12 @@ impl ImageProvider for Images {
         progress: &'a (dyn Fn(PullProgress) + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>> {
         Box::pin(async move {
-            self.prepare_image(image, pull, progress).await.map_err(|e| Failure {
-                reason: reason(e.kind()).to_string(),
-                message: format!("Failed to pull image {image:?}: {e}"),
-            })
+            self.prepare_image(image, pull, progress)
+                .await
+                .map_err(|e| Failure {
+                    reason: reason(e.kind()).to_string(),
+                    message: format!("Failed to pull image {image:?}: {e}"),
+                })
         })
     }
 }

@@ -140,8 +140,8 @@ fn sandboxes(s: &Server) -> (usize, usize) {
         .lines()
         .map(str::to_owned)
         .collect();
-    let cgroups =
-        std::path::Path::new("/sys/fs/cgroup/memory").join(format!("wisp-{}", s.container_bridge()));
+    let cgroups = std::path::Path::new("/sys/fs/cgroup/memory")
+        .join(format!("wisp-{}", s.container_bridge()));
     if let Ok(dir) = std::fs::read_dir(cgroups) {
         containers.extend(
             dir.flatten()

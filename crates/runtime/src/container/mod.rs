@@ -47,12 +47,12 @@ use nix::{
 use tokio::runtime::Handle;
 use wisp_api::serving::{Container, PodSpec};
 
+pub use self::native::{EXEC_COMMAND, INIT_COMMAND, helper_main};
 use self::{
-    net::Network,
     native::{Native, cgroups},
+    net::Network,
     runc::{Init, Runc},
 };
-pub use self::native::{EXEC_COMMAND, INIT_COMMAND, helper_main};
 use crate::{
     Failure, ReplicaSpec, podconfig,
     process::{
@@ -330,8 +330,7 @@ fn unusable(binary: Option<&Path>, wanted: &Path, runc: bool) -> Option<Failure>
         );
     }
     // runc reparents each container's init to wisp; wisp must be able to reap it.
-    if runc && let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid()))
-    {
+    if runc && let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
         return fail(format!("cannot become a child subreaper (prctl): {e}"));
     }
     None

@@ -335,11 +335,7 @@ fn known_syscall(arch: TargetArch, name: &str) -> bool {
     known
 }
 
-fn action(
-    a: LinuxSeccompAction,
-    errno: Option<u32>,
-    field: &str,
-) -> Result<SeccompAction, String> {
+fn action(a: LinuxSeccompAction, errno: Option<u32>, field: &str) -> Result<SeccompAction, String> {
     const EPERM: u32 = 1;
     Ok(match a {
         LinuxSeccompAction::ScmpActAllow => SeccompAction::Allow,
@@ -350,7 +346,11 @@ fn action(
         LinuxSeccompAction::ScmpActKillProcess => SeccompAction::KillProcess,
         LinuxSeccompAction::ScmpActTrap => SeccompAction::Trap,
         LinuxSeccompAction::ScmpActLog => SeccompAction::Log,
-        other => return Err(format!("seccomp {field} {other:?} is not supported by wisp's runtime")),
+        other => {
+            return Err(format!(
+                "seccomp {field} {other:?} is not supported by wisp's runtime"
+            ));
+        }
     })
 }
 

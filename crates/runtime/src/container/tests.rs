@@ -180,7 +180,8 @@ impl Fixture {
     /// This test's containers: those runc knows under its root, and the cgroups of its
     /// containers (wisp's runtime keeps no other state).
     fn containers(&self) -> Vec<String> {
-        let cgroups = Path::new("/sys/fs/cgroup/memory").join(format!("wisp-{}", self.options.bridge));
+        let cgroups =
+            Path::new("/sys/fs/cgroup/memory").join(format!("wisp-{}", self.options.bridge));
         let mut found: Vec<String> = std::fs::read_dir(cgroups)
             .map(|d| {
                 d.filter_map(|e| e.ok())
@@ -319,7 +320,10 @@ async fn get(address: SocketAddr) -> String {
     out
 }
 
-both_runtimes!(two_replicas_listen_on_the_same_fixed_port_and_both_answer, 1);
+both_runtimes!(
+    two_replicas_listen_on_the_same_fixed_port_and_both_answer,
+    1
+);
 async fn two_replicas_listen_on_the_same_fixed_port_and_both_answer(rt: Rt, n: u8) {
     require_containers!();
     let fx = Fixture::new(rt, n);
@@ -654,8 +658,14 @@ async fn bad_options_are_errors_naming_the_field() {
     assert!(e.to_string().contains("subnet"), "{e}");
 }
 
-both_runtimes!(the_security_context_and_seccomp_are_applied_and_run_as_non_root_is_enforced, 8);
-async fn the_security_context_and_seccomp_are_applied_and_run_as_non_root_is_enforced(rt: Rt, n: u8) {
+both_runtimes!(
+    the_security_context_and_seccomp_are_applied_and_run_as_non_root_is_enforced,
+    8
+);
+async fn the_security_context_and_seccomp_are_applied_and_run_as_non_root_is_enforced(
+    rt: Rt,
+    n: u8,
+) {
     require_containers!();
     let fx = Fixture::new(rt, n);
     let p = fx.platform();
@@ -760,7 +770,10 @@ fn config_map(greeting: &str) -> wisp_api::core::ConfigMap {
     c
 }
 
-both_runtimes!(secrets_and_config_maps_reach_env_and_mounted_files_which_follow_updates, 9);
+both_runtimes!(
+    secrets_and_config_maps_reach_env_and_mounted_files_which_follow_updates,
+    9
+);
 async fn secrets_and_config_maps_reach_env_and_mounted_files_which_follow_updates(rt: Rt, n: u8) {
     require_containers!();
     let fx = Fixture::new(rt, n);
@@ -894,13 +907,21 @@ async fn a_pull_in_progress_is_what_the_revision_waits_for() {
         release: tokio::sync::Notify::new(),
     });
     let p = ProcessPlatform::containers(fx.options.clone(), images.clone()).unwrap();
-    let s = spec("pulling", vec![hello("user-container")], Duration::from_secs(1));
+    let s = spec(
+        "pulling",
+        vec![hello("user-container")],
+        Duration::from_secs(1),
+    );
     p.scale(&s, 1);
     let mut changes = p.changes();
     let deadline = Instant::now() + WAIT;
     let want = "Pulling image \"example.com/hello\": 1.5 MB of 4.0 MB";
     while p.waiting(&s.key).as_deref() != Some(want) {
-        assert!(Instant::now() < deadline, "never waiting: {:?}", p.waiting(&s.key));
+        assert!(
+            Instant::now() < deadline,
+            "never waiting: {:?}",
+            p.waiting(&s.key)
+        );
         let _ = tokio::time::timeout(Duration::from_millis(100), changes.recv()).await;
     }
     images.release.notify_one();

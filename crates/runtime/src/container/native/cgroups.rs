@@ -312,7 +312,12 @@ mod tests {
     #[test]
     fn limits_go_to_the_hierarchy_that_owns_the_controller() {
         let resources = LinuxResourcesBuilder::default()
-            .memory(LinuxMemoryBuilder::default().limit(64 << 20).build().unwrap())
+            .memory(
+                LinuxMemoryBuilder::default()
+                    .limit(64 << 20)
+                    .build()
+                    .unwrap(),
+            )
             .cpu(
                 LinuxCpuBuilder::default()
                     .quota(50_000)

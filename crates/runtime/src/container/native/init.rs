@@ -87,7 +87,10 @@ fn start(bundle: &Path, report: &mut UnixStream) -> Result<Infallible, String> {
     // Modes as given (the spec's and the kernel's defaults), not reduced by wisp's umask.
     rustix::process::umask(Mode::empty());
     let (spec, filters) = load(bundle)?;
-    let linux = spec.linux().as_ref().ok_or("config.json has no linux section")?;
+    let linux = spec
+        .linux()
+        .as_ref()
+        .ok_or("config.json has no linux section")?;
     let hierarchies = cgroups::hierarchies().map_err(|e| format!("cgroups: {e}"))?;
     if let Some(path) = linux.cgroups_path() {
         let path = path.to_string_lossy();
@@ -149,7 +152,11 @@ fn namespaces(spec: &Spec) -> Result<(Option<PathBuf>, CloneFlags), String> {
                 }
                 None => CloneFlags::CLONE_NEWNET,
             },
-            other => return Err(format!("namespace {other:?} is not supported by wisp's runtime")),
+            other => {
+                return Err(format!(
+                    "namespace {other:?} is not supported by wisp's runtime"
+                ));
+            }
         };
         if ns.path().is_some() {
             return Err(format!(
@@ -194,7 +201,11 @@ fn prepare_root(spec: &Spec, hierarchies: &[Hierarchy]) -> Result<bool, String> 
             continue;
         }
         if opts.is_bind() {
-            let kind = if source.is_dir() { Kind::Dir } else { Kind::File };
+            let kind = if source.is_dir() {
+                Kind::Dir
+            } else {
+                Kind::File
+            };
             let target = open_in_root(&root_fd, dest, kind).map_err(|e| fail(&e))?;
             mount(
                 Some(&source),
@@ -255,7 +266,11 @@ fn prepare_root(spec: &Spec, hierarchies: &[Hierarchy]) -> Result<bool, String> 
     umount2(".", MntFlags::MNT_DETACH).map_err(|e| format!("detaching the old root: {e}"))?;
     rustix::process::chdir("/").map_err(|e| format!("chdir /: {e}"))?;
     let linux = spec.linux().as_ref();
-    for p in linux.and_then(|l| l.masked_paths().as_ref()).into_iter().flatten() {
+    for p in linux
+        .and_then(|l| l.masked_paths().as_ref())
+        .into_iter()
+        .flatten()
+    {
         mask(Path::new(p))?;
     }
     for p in linux
@@ -453,7 +468,10 @@ fn caps_of(set: Option<&oci_spec::runtime::Capabilities>) -> Result<CapsHashSet,
 
 impl Process {
     fn of(spec: &Spec) -> Result<Process, String> {
-        let p = spec.process().as_ref().ok_or("config.json has no process")?;
+        let p = spec
+            .process()
+            .as_ref()
+            .ok_or("config.json has no process")?;
         let argv = p
             .args()
             .iter()
@@ -586,8 +604,11 @@ fn become_process(
     // Rust's runtime ignores SIGPIPE, and an ignored signal stays ignored across execve,
     // while a handled one goes back to its default: so a handler, for the app to get the
     // default everyone else gets.
-    signal_hook::flag::register(signal_hook::consts::SIGPIPE, Arc::new(AtomicBool::new(false)))
-        .map_err(|e| format!("SIGPIPE: {e}"))?;
+    signal_hook::flag::register(
+        signal_hook::consts::SIGPIPE,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .map_err(|e| format!("SIGPIPE: {e}"))?;
     rustix::process::umask(Mode::from_raw_mode(0o022));
     for f in filters {
         seccompiler::apply_filter(f).map_err(|e| format!("installing the seccomp filter: {e}"))?;
@@ -658,19 +679,17 @@ fn exec_in(bundle: &Path, argv: &[OsString]) -> Result<ExitCode, String> {
         let e = e.to_str().ok()?;
         e.split_once('=')
     });
-    let status = std::process::Command::new(find_executable(
-        &program.to_string_lossy(),
-        &p.path_env(),
-    )?)
-    .args(args)
-    .env_clear()
-    .envs(env)
-    .current_dir(&p.cwd)
-    .uid(p.uid)
-    .gid(p.gid)
-    .stdin(std::process::Stdio::null())
-    .status()
-    .map_err(|e| format!("running {program:?}: {e}"))?;
+    let status =
+        std::process::Command::new(find_executable(&program.to_string_lossy(), &p.path_env())?)
+            .args(args)
+            .env_clear()
+            .envs(env)
+            .current_dir(&p.cwd)
+            .uid(p.uid)
+            .gid(p.gid)
+            .stdin(std::process::Stdio::null())
+            .status()
+            .map_err(|e| format!("running {program:?}: {e}"))?;
     Ok(match (status.code(), status.signal()) {
         (Some(code), _) => ExitCode::from(code.clamp(0, 255) as u8),
         (None, Some(sig)) => ExitCode::from((128 + sig).clamp(0, 255) as u8),
@@ -725,7 +744,9 @@ mod tests {
         };
         let with = |list| {
             let mut spec = Spec::default();
-            spec.set_linux(Some(LinuxBuilder::default().namespaces(list).build().unwrap()));
+            spec.set_linux(Some(
+                LinuxBuilder::default().namespaces(list).build().unwrap(),
+            ));
             spec
         };
         let spec = with(vec![

@@ -240,7 +240,10 @@ mod tests {
         }
         let bind = parse_options(&s(&["rbind", "ro", "nosuid"]));
         assert!(bind.is_bind());
-        assert_eq!(bind.remount_flags(), MsFlags::MS_RDONLY | MsFlags::MS_NOSUID);
+        assert_eq!(
+            bind.remount_flags(),
+            MsFlags::MS_RDONLY | MsFlags::MS_NOSUID
+        );
     }
 
     #[test]
