@@ -30,6 +30,8 @@ pub struct Options {
     /// Serve the API over HTTPS (wisp's default; kubectl sends no token over plain HTTP).
     /// [`Server::api`] then does not work (it trusts no CA): use the data dir's `ca.crt`.
     pub api_tls: bool,
+    /// Extra `wisp serve` arguments.
+    pub extra_args: Vec<String>,
 }
 
 impl Options {
@@ -40,6 +42,7 @@ impl Options {
             start_timeout: Duration::from_secs(20),
             stop_timeout: Duration::from_secs(30),
             api_tls: false,
+            extra_args: Vec::new(),
         }
     }
 }
@@ -120,6 +123,7 @@ impl Server {
         if let Some(config) = &opts.config {
             cmd.arg("--config").arg(config);
         }
+        cmd.args(&opts.extra_args);
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", opts.wisp.display()))?;

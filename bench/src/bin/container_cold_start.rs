@@ -16,9 +16,7 @@
 //! Writes `bench/results/container-cold-start.md` (`--out`; not with `--no-write`).
 
 use std::{
-    net::SocketAddr,
-    path::{Path, PathBuf},
-    process::{Command, Stdio},
+    path::PathBuf,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -27,15 +25,13 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use wisp_api::serving::{Container, ContainerPort, PodSpec, SecurityContext};
 use wisp_bench::{
+    runc_ref::RuncReference,
     setup::{results_header, write_results},
     stats::{Summary, Table, ms},
 };
 use wisp_runtime::{
     Platform, ReplicaPhase, ReplicaSpec, RevisionKey,
-    container::{
-        ContainerOptions, ImageConfig, PreparedImage, Runtime,
-        hostfs::{self, FixedImage},
-    },
+    container::{ContainerOptions, ImageConfig, PreparedImage, Runtime, hostfs::FixedImage},
     process::ProcessPlatform,
 };
 
@@ -51,103 +47,6 @@ struct Args {
     out: PathBuf,
     #[arg(long)]
     no_write: bool,
-}
-
-/// The reference namespace and its addresses (a subnet no test uses).
-const REF_NS: &str = "wcbref";
-const REF_HOST_IP: &str = "10.214.0.1/24";
-const REF_IP: &str = "10.214.0.2";
-
-fn sh(program: &str, args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new(program).args(args).output()?;
-    if !out.status.success() {
-        bail!(
-            "{program} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
-/// The reference bundle: `runc spec`'s defaults with the app, a read-only root and the
-/// reference namespace.
-fn reference_bundle(bundle: &Path, rootfs: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(bundle)?;
-    sh("runc", &["spec", "--bundle", &bundle.display().to_string()])?;
-    let path = bundle.join("config.json");
-    let mut spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
-    spec["process"]["terminal"] = false.into();
-    spec["process"]["args"] = serde_json::json!(["/hello"]);
-    spec["process"]["env"] = serde_json::json!(["PATH=/bin", "HOST=0.0.0.0", "PORT=8080"]);
-    spec["root"] = serde_json::json!({"path": rootfs, "readonly": true});
-    let namespaces = spec["linux"]["namespaces"]
-        .as_array_mut()
-        .context("runc spec has no namespaces")?;
-    for ns in namespaces.iter_mut() {
-        if ns["type"] == "network" {
-            ns["path"] = format!("/var/run/netns/{REF_NS}").into();
-        }
-    }
-    std::fs::write(&path, serde_json::to_vec_pretty(&spec)?)?;
-    Ok(())
-}
-
-fn reference_netns() -> anyhow::Result<()> {
-    let _ = sh("ip", &["netns", "del", REF_NS]);
-    sh("ip", &["netns", "add", REF_NS])?;
-    sh(
-        "ip",
-        &[
-            "link", "add", "wcbrefh", "type", "veth", "peer", "name", "eth0", "netns", REF_NS,
-        ],
-    )?;
-    sh("ip", &["addr", "add", REF_HOST_IP, "dev", "wcbrefh"])?;
-    sh("ip", &["link", "set", "wcbrefh", "up"])?;
-    for cmd in [
-        vec!["link", "set", "lo", "up"],
-        vec!["addr", "add", &format!("{REF_IP}/24"), "dev", "eth0"],
-        vec!["link", "set", "eth0", "up"],
-    ] {
-        let mut args = vec!["-n", REF_NS];
-        args.extend(cmd.iter().map(|s| &**s));
-        sh("ip", &args)?;
-    }
-    Ok(())
-}
-
-fn runc_once(root: &Path, bundle: &Path, id: &str) -> anyhow::Result<Duration> {
-    let target: SocketAddr = format!("{REF_IP}:8080").parse()?;
-    let started = Instant::now();
-    let status = Command::new("runc")
-        .arg("--root")
-        .arg(root)
-        .args(["run", "-d", "--bundle"])
-        .arg(bundle)
-        .arg(id)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()?;
-    if !status.success() {
-        bail!("runc run {id} failed: {status}");
-    }
-    let deadline = started + Duration::from_secs(10);
-    loop {
-        if std::net::TcpStream::connect_timeout(&target, Duration::from_millis(50)).is_ok() {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("{target} never listened");
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let took = started.elapsed();
-    sh(
-        "runc",
-        &["--root", &root.display().to_string(), "delete", "-f", id],
-    )?;
-    Ok(took)
 }
 
 async fn replica_once(p: &ProcessPlatform, spec: &ReplicaSpec) -> anyhow::Result<Duration> {
@@ -191,19 +90,10 @@ async fn main() -> anyhow::Result<()> {
         None => wisp_bench::sibling_binary("hello")?,
     };
     let dir = tempfile::tempdir()?;
-    let rootfs = dir.path().join("image");
-    hostfs::build(&rootfs, &[(app, "/hello")])?;
-
-    // runc alone.
-    reference_netns()?;
-    let bundle = dir.path().join("ref");
-    let root = dir.path().join("ref-runc");
-    reference_bundle(&bundle, &rootfs)?;
-    let mut runc = Vec::new();
-    for i in 0..args.runs {
-        runc.push(runc_once(&root, &bundle, &format!("ref{i}"))?);
-    }
-    let _ = sh("ip", &["netns", "del", REF_NS]);
+    // runc alone (its rootfs is the replicas' image too).
+    let mut reference = RuncReference::new(&app)?;
+    let runc = reference.starts(args.runs)?;
+    let rootfs = reference.rootfs.clone();
 
     // A replica of the container platform, with each runtime.
     let images = Arc::new(FixedImage(PreparedImage {
