@@ -541,12 +541,18 @@ impl ContainerLauncher {
                 resources: native::resources(&config).cloned(),
             });
         }
+        let netns_started = std::time::Instant::now();
         self.net.add_sandbox(n).await.map_err(|e| {
             error(
                 "CreateContainerError",
                 format!("network namespace for {}: {e}", replica.name),
             )
         })?;
+        tracing::debug!(
+            replica = %replica.name,
+            took = ?netns_started.elapsed(),
+            "network namespace made"
+        );
         let target = probe::Target {
             address: replica.address,
             env: Arc::new([]),
@@ -1155,8 +1161,18 @@ impl Sandbox for ContainerSandbox {
                 Vec::new();
             for c in &self.containers {
                 let started = async {
+                    let t0 = std::time::Instant::now();
                     c.mount_rootfs().map_err(|e| e.to_string())?;
-                    self.engine.start(c, &self.hierarchies).await
+                    let t1 = std::time::Instant::now();
+                    let started = self.engine.start(c, &self.hierarchies).await;
+                    // Where a start's time goes (`RUST_LOG=wisp_runtime=debug`).
+                    tracing::debug!(
+                        container = %c.id,
+                        root = ?t1 - t0,
+                        start = ?t1.elapsed(),
+                        "container started"
+                    );
+                    started
                 };
                 match started.await {
                     Ok((init, stdout, stderr)) => {

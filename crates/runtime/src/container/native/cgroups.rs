@@ -146,6 +146,26 @@ fn v2_controllers(resources: Option<&LinuxResources>) -> Vec<&'static str> {
     needed
 }
 
+/// The hierarchies a container joins: every one, but the CPU controller's only for a CPU
+/// limit. A CPU cgroup without a quota enforces nothing here (wisp sets no shares from
+/// requests), yet it makes the app a scheduling group of its own, and each wake-up of a
+/// group competes with every runnable task of the machine as one: on this 2-CPU machine
+/// under load, a container replica answered a one-connection ping-pong 3–10× slower in
+/// its CPU cgroup than in wisp's (`bench/results/dataplane-probe-containers.md`). The
+/// kubelet creates one per container; wisp, with no node allocation to divide, does not.
+pub(crate) fn joined<'a>(
+    all: &'a [Hierarchy],
+    resources: Option<&LinuxResources>,
+) -> Vec<&'a Hierarchy> {
+    let cpu_limit = resources
+        .and_then(|r| r.cpu().as_ref())
+        .and_then(|c| c.quota())
+        .is_some();
+    all.iter()
+        .filter(|h| cpu_limit || h.unified || !h.controllers.iter().any(|c| c == "cpu"))
+        .collect()
+}
+
 /// The directory of `cgroups_path` (absolute, as in the runtime spec) in a hierarchy.
 pub(crate) fn dir(h: &Hierarchy, cgroups_path: &str) -> PathBuf {
     h.mount_point.join(cgroups_path.trim_start_matches('/'))
@@ -159,7 +179,7 @@ pub(crate) fn create(
     resources: Option<&LinuxResources>,
 ) -> io::Result<Vec<PathBuf>> {
     let mut made = Vec::new();
-    for h in all {
+    for h in joined(all, resources) {
         let target = dir(h, cgroups_path);
         if h.unified {
             let wanted: Vec<&str> = v2_controllers(resources)
@@ -307,6 +327,40 @@ mod tests {
         );
         let v2 = "25 20 0:22 / /sys/fs/cgroup rw - cgroup2 cgroup2 rw,nsdelegate\n";
         assert_eq!(parse_mountinfo(v2), vec![h("/sys/fs/cgroup", true, &[])]);
+    }
+
+    #[test]
+    fn the_cpu_hierarchy_is_joined_only_for_a_cpu_limit() {
+        let all = vec![
+            h("/c/cpu,cpuacct", false, &["cpu", "cpuacct"]),
+            h("/c/memory", false, &["memory"]),
+            h("/c/unified", true, &["cpu", "memory"]),
+        ];
+        let limited = LinuxResourcesBuilder::default()
+            .cpu(LinuxCpuBuilder::default().quota(50_000).build().unwrap())
+            .build()
+            .unwrap();
+        let memory_only = LinuxResourcesBuilder::default()
+            .memory(
+                LinuxMemoryBuilder::default()
+                    .limit(1 << 20)
+                    .build()
+                    .unwrap(),
+            )
+            .build()
+            .unwrap();
+        let points = |r: Option<&LinuxResources>| -> Vec<&str> {
+            joined(&all, r)
+                .iter()
+                .map(|h| h.mount_point.to_str().unwrap())
+                .collect()
+        };
+        assert_eq!(
+            points(Some(&limited)),
+            ["/c/cpu,cpuacct", "/c/memory", "/c/unified"]
+        );
+        assert_eq!(points(Some(&memory_only)), ["/c/memory", "/c/unified"]);
+        assert_eq!(points(None), ["/c/memory", "/c/unified"]);
     }
 
     #[test]

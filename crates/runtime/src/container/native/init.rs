@@ -91,7 +91,12 @@ fn start(bundle: &Path, report: &mut UnixStream) -> Result<Infallible, String> {
         .linux()
         .as_ref()
         .ok_or("config.json has no linux section")?;
-    let hierarchies = cgroups::hierarchies().map_err(|e| format!("cgroups: {e}"))?;
+    let all = cgroups::hierarchies().map_err(|e| format!("cgroups: {e}"))?;
+    // Those wisp made for it: the container sees (and mounts) only these.
+    let hierarchies: Vec<Hierarchy> = cgroups::joined(&all, super::resources(&spec))
+        .into_iter()
+        .cloned()
+        .collect();
     if let Some(path) = linux.cgroups_path() {
         let path = path.to_string_lossy();
         let dirs: Vec<PathBuf> = hierarchies.iter().map(|h| cgroups::dir(h, &path)).collect();
@@ -657,7 +662,7 @@ fn exec_in(bundle: &Path, argv: &[OsString]) -> Result<ExitCode, String> {
     }
     if let Some(path) = spec.linux().as_ref().and_then(|l| l.cgroups_path().clone()) {
         let all: Vec<Hierarchy> = cgroups::hierarchies().map_err(|e| e.to_string())?;
-        let dirs: Vec<PathBuf> = all
+        let dirs: Vec<PathBuf> = cgroups::joined(&all, super::resources(&spec))
             .iter()
             .map(|h| cgroups::dir(h, &path.to_string_lossy()))
             .collect();

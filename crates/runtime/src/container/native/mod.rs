@@ -112,6 +112,7 @@ impl Native {
 }
 
 fn launch(program: &Path, bundle: &Path) -> Result<Started, String> {
+    let began = std::time::Instant::now();
     unshare(CloneFlags::CLONE_NEWPID).map_err(|e| format!("unshare(CLONE_NEWPID): {e}"))?;
     let (mut ours, theirs) =
         UnixStream::pair().map_err(|e| format!("a socket for the init: {e}"))?;
@@ -124,8 +125,10 @@ fn launch(program: &Path, bundle: &Path) -> Result<Started, String> {
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("running {}: {e}", program.display()))?;
+    let spawned = began.elapsed();
     let _ = ours.set_read_timeout(Some(START_TIMEOUT));
     let report = init::read_report(&mut ours);
+    tracing::debug!(?spawned, exec = ?began.elapsed(), "container init ran");
     let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err("the init's output pipes are missing".into());
     };
