@@ -69,7 +69,7 @@ fn report_socket() -> Result<UnixStream, String> {
     let null = rustix::fs::open("/dev/null", OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
         .map_err(|e| format!("/dev/null: {e}"))?;
     rustix::stdio::dup2_stdin(&null).map_err(|e| format!("stdin: {e}"))?;
-    Ok(UnixStream::from(OwnedFd::from(fd)))
+    Ok(UnixStream::from(fd))
 }
 
 fn load(bundle: &Path) -> Result<(Spec, Vec<seccompiler::BpfProgram>), String> {
