@@ -137,7 +137,7 @@ fn reason(kind: ErrorKind) -> &'static str {
         ErrorKind::InvalidReference => "InvalidImageName",
         // kubelet reports every pull failure as ErrImagePull (then ImagePullBackOff while
         // it waits to retry); the message says which.
-        _ => "ErrImagePull",
+        _ => wisp_runtime::podconfig::ERR_IMAGE_PULL,
     }
 }
 

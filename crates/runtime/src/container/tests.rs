@@ -930,3 +930,51 @@ async fn a_pull_in_progress_is_what_the_revision_waits_for() {
     p.shutdown().await;
     fx.assert_torn_down();
 }
+
+/// An image that cannot be pulled.
+struct NoPull;
+
+impl super::ImageProvider for NoPull {
+    fn prepare<'a>(
+        &'a self,
+        image: &'a str,
+        _pull: &'a super::PullSecrets,
+        _progress: &'a (dyn Fn(super::PullProgress) + Send + Sync),
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<PreparedImage, crate::Failure>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            Err(crate::Failure {
+                reason: crate::podconfig::ERR_IMAGE_PULL.into(),
+                message: format!("Failed to pull image {image:?}: manifest unknown"),
+            })
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_that_keeps_failing_backs_off() {
+    require_containers!();
+    let fx = Fixture::new(Rt::Native, 11);
+    let p = ProcessPlatform::containers(fx.options.clone(), Arc::new(NoPull)).unwrap();
+    let s = spec(
+        "nopull",
+        vec![hello("user-container")],
+        Duration::from_secs(1),
+    );
+    p.scale(&s, 1);
+    // Retried with back-off (100 ms, doubling, in this fixture): the kubelet's reason for
+    // the wait, with the registry's answer.
+    let failure = wait_for(&p, &s.key, "ImagePullBackOff", |r| {
+        r.first()
+            .and_then(|r| r.failure.clone())
+            .filter(|f| f.reason == "ImagePullBackOff")
+    })
+    .await;
+    assert_eq!(
+        failure.message,
+        "Back-off pulling image: Failed to pull image \"example.com/hello\": manifest unknown"
+    );
+    p.shutdown().await;
+    fx.assert_torn_down();
+}

@@ -79,6 +79,8 @@ impl Replica {
         let mut backoff = Backoff::new(opts.backoff_initial, opts.backoff_max, opts.backoff_reset);
         let mut sandbox: Option<Box<dyn Sandbox>> = None;
         let mut restarted = false;
+        // Sandbox preparations that failed in a row.
+        let mut failed_preparations = 0u32;
         while !*stop.borrow() {
             let started = Instant::now();
             let end = match &sandbox {
@@ -88,6 +90,7 @@ impl Replica {
                 }
                 None => match self.inner.launcher.sandbox(self.info()).await {
                     Ok(created) => {
+                        failed_preparations = 0;
                         self.inner.set_waiting(&self.key, None);
                         self.update(|s| s.failure = None);
                         sandbox = Some(created);
@@ -102,6 +105,9 @@ impl Replica {
                             failure.reason,
                             failure.message
                         );
+                        let failure =
+                            crate::podconfig::backing_off(failure, failed_preparations > 0);
+                        failed_preparations = failed_preparations.saturating_add(1);
                         self.update(|s| s.failure = Some(failure));
                         let delay = backoff.next_delay(started.elapsed());
                         // A reconcile of the revision (a Secret it references appeared,
