@@ -124,6 +124,7 @@ impl Server {
             cmd.arg("--config").arg(config);
         }
         cmd.args(&opts.extra_args);
+        cmd.args(own_bridge(&opts.extra_args));
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", opts.wisp.display()))?;
@@ -274,4 +275,35 @@ impl Drop for Server {
             }
         }
     }
+}
+
+/// `--container-bridge` and `--container-subnet` of this server's own, unless the caller
+/// chose them (an argument or `WISP_CONTAINER_BRIDGE`): with the defaults every `wisp serve`
+/// on the machine shares the bridge `wisp0` and 10.88.0.0/16, and another one that runs
+/// containers and stops (a test, another benchmark) tears that bridge down under this one's
+/// replicas; a request to them then hangs (seen as 0 req/s in `dataplane_probe --image`).
+fn own_bridge(extra_args: &[String]) -> Vec<String> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static SERVERS: AtomicU32 = AtomicU32::new(0);
+    if extra_args
+        .iter()
+        .any(|a| a.starts_with("--container-bridge"))
+        || std::env::var_os("WISP_CONTAINER_BRIDGE").is_some()
+    {
+        return Vec::new();
+    }
+    // wisp allows 8 bytes: `wb`, five digits of the pid, one of the server's number.
+    let n = SERVERS.fetch_add(1, Ordering::Relaxed) % 10;
+    let pid = std::process::id() % 100_000;
+    // A /24 out of 10.192.0.0/10 that wisp's default (10.88.0.0/16) never overlaps;
+    // 253 addresses, enough for the largest benchmark (100 services at once).
+    let h = pid * 10 + n;
+    vec![
+        format!("--container-bridge=wb{pid:05}{n}"),
+        format!(
+            "--container-subnet=10.{}.{}.0/24",
+            192 + h % 48,
+            (h / 48) % 256
+        ),
+    ]
 }
