@@ -11,6 +11,8 @@
 //! - [`setup`]: the start-up every binary shares (binaries, config, watches, results).
 //! - [`reference`]: other reverse proxies (nginx; hyper with nothing else) in front of
 //!   the same app, as yardsticks.
+//! - [`runc_ref`]: `runc run` of the `hello` sample until it listens, the yardstick of the
+//!   container cold starts.
 //!
 //! Every wait in here is bounded by a timeout: a benchmark must end by itself.
 
@@ -19,6 +21,7 @@ pub mod load;
 pub mod procfs;
 pub mod rate;
 pub mod reference;
+pub mod runc_ref;
 pub mod server;
 pub mod setup;
 pub mod stats;

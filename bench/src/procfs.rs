@@ -224,6 +224,27 @@ pub fn loadavg() -> String {
         .join(" / ")
 }
 
+/// The first non-loopback IPv4 address of the network namespace `pid` is in.
+pub fn local_ipv4(pid: u32) -> Option<std::net::Ipv4Addr> {
+    local_ipv4_of(&std::fs::read_to_string(format!("/proc/{pid}/net/fib_trie")).ok()?)
+}
+
+/// In a `/proc/<pid>/net/fib_trie`: an address line, then `/32 host LOCAL` for a local one.
+fn local_ipv4_of(trie: &str) -> Option<std::net::Ipv4Addr> {
+    let mut last: Option<std::net::Ipv4Addr> = None;
+    for line in trie.lines() {
+        let line = line.trim();
+        if let Some(addr) = line.strip_prefix("|-- ") {
+            last = addr.parse().ok();
+        } else if line.starts_with("/32 host LOCAL")
+            && let Some(ip) = last.filter(|ip| !ip.is_loopback())
+        {
+            return Some(ip);
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,5 +264,18 @@ mod tests {
         let m = Memory::read(std::process::id()).unwrap();
         assert!(m.rss > 0 && m.hwm >= m.rss && m.threads >= 1);
         assert!(Proc::read(std::process::id()).unwrap().is_alive());
+    }
+
+    #[test]
+    fn the_local_address_comes_from_the_fib_trie() {
+        let trie = "Main:\n  +-- 0.0.0.0/0 3 0 5\n     |-- 0.0.0.0\n        /0 universe UNICAST\n     \
+                    +-- 10.88.0.0/16 2 0 2\n        |-- 10.88.0.0\n           /16 link UNICAST\n        \
+                    |-- 10.88.0.2\n           /32 host LOCAL\n     +-- 127.0.0.0/8 2 0 2\n        \
+                    |-- 127.0.0.1\n           /32 host LOCAL\n";
+        assert_eq!(
+            local_ipv4_of(trie),
+            Some(std::net::Ipv4Addr::new(10, 88, 0, 2))
+        );
+        assert_eq!(local_ipv4_of("|-- 127.0.0.1\n   /32 host LOCAL\n"), None);
     }
 }

@@ -30,6 +30,8 @@ pub struct Options {
     /// Serve the API over HTTPS (wisp's default; kubectl sends no token over plain HTTP).
     /// [`Server::api`] then does not work (it trusts no CA): use the data dir's `ca.crt`.
     pub api_tls: bool,
+    /// Extra `wisp serve` arguments.
+    pub extra_args: Vec<String>,
 }
 
 impl Options {
@@ -40,6 +42,7 @@ impl Options {
             start_timeout: Duration::from_secs(20),
             stop_timeout: Duration::from_secs(30),
             api_tls: false,
+            extra_args: Vec::new(),
         }
     }
 }
@@ -154,6 +157,8 @@ impl Server {
         if let Some(config) = &opts.config {
             cmd.arg("--config").arg(config);
         }
+        cmd.args(&opts.extra_args);
+        cmd.args(own_bridge(&opts.extra_args));
         let mut child = cmd
             .spawn()
             .with_context(|| format!("starting {}", opts.wisp.display()))?;
@@ -304,4 +309,35 @@ impl Drop for Server {
             }
         }
     }
+}
+
+/// `--container-bridge` and `--container-subnet` of this server's own, unless the caller
+/// chose them (an argument or `WISP_CONTAINER_BRIDGE`): with the defaults every `wisp serve`
+/// on the machine shares the bridge `wisp0` and 10.88.0.0/16, and another one that runs
+/// containers and stops (a test, another benchmark) tears that bridge down under this one's
+/// replicas; a request to them then hangs (seen as 0 req/s in `dataplane_probe --image`).
+fn own_bridge(extra_args: &[String]) -> Vec<String> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static SERVERS: AtomicU32 = AtomicU32::new(0);
+    if extra_args
+        .iter()
+        .any(|a| a.starts_with("--container-bridge"))
+        || std::env::var_os("WISP_CONTAINER_BRIDGE").is_some()
+    {
+        return Vec::new();
+    }
+    // wisp allows 8 bytes: `wb`, five digits of the pid, one of the server's number.
+    let n = SERVERS.fetch_add(1, Ordering::Relaxed) % 10;
+    let pid = std::process::id() % 100_000;
+    // A /24 out of 10.192.0.0/10 that wisp's default (10.88.0.0/16) never overlaps;
+    // 253 addresses, enough for the largest benchmark (100 services at once).
+    let h = pid * 10 + n;
+    vec![
+        format!("--container-bridge=wb{pid:05}{n}"),
+        format!(
+            "--container-subnet=10.{}.{}.0/24",
+            192 + h % 48,
+            (h / 48) % 256
+        ),
+    ]
 }

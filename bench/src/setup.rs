@@ -53,9 +53,20 @@ pub fn start_with_config(
     config_yaml: &str,
     start_wait: Duration,
 ) -> anyhow::Result<(Server, SocketAddr, tempfile::TempDir)> {
+    start_with_config_args(wisp, config_yaml, &[], start_wait)
+}
+
+/// [`start_with_config`] with extra `wisp serve` arguments.
+pub fn start_with_config_args(
+    wisp: PathBuf,
+    config_yaml: &str,
+    extra_args: &[String],
+    start_wait: Duration,
+) -> anyhow::Result<(Server, SocketAddr, tempfile::TempDir)> {
     let (dir, config_path) = config_file(config_yaml)?;
     let mut opts = crate::server::Options::new(wisp);
     opts.config = Some(config_path);
+    opts.extra_args = extra_args.to_vec();
     let server = Server::start_waiting(&opts, start_wait)?;
     let ingress = server.ingress_addr(Duration::from_secs(5))?;
     announce(&server, Some(ingress));

@@ -10,13 +10,13 @@
 //!   replica needs beyond runc: its network namespace and veth, its overlay root, its
 //!   `/etc` files, and the first readiness probes (Knative's aggressive probing). Then the
 //!   same with containerd's default seccomp profile (`seccompProfile: RuntimeDefault`).
+//!   Both with wisp's own runtime (the default; its helper is the `wisp` binary built next
+//!   to this benchmark) and with runc as the platform's runtime.
 //!
 //! Writes `bench/results/container-cold-start.md` (`--out`; not with `--no-write`).
 
 use std::{
-    net::SocketAddr,
-    path::{Path, PathBuf},
-    process::{Command, Stdio},
+    path::PathBuf,
     sync::Arc,
     time::{Duration, Instant},
 };
@@ -25,15 +25,13 @@ use anyhow::{Context, bail};
 use clap::Parser;
 use wisp_api::serving::{Container, ContainerPort, PodSpec, SecurityContext};
 use wisp_bench::{
+    runc_ref::RuncReference,
     setup::{results_header, write_results},
     stats::{Summary, Table, ms},
 };
 use wisp_runtime::{
     Platform, ReplicaPhase, ReplicaSpec, RevisionKey,
-    container::{
-        ContainerOptions, ImageConfig, PreparedImage,
-        hostfs::{self, FixedImage},
-    },
+    container::{ContainerOptions, ImageConfig, PreparedImage, Runtime, hostfs::FixedImage},
     process::ProcessPlatform,
 };
 
@@ -49,103 +47,6 @@ struct Args {
     out: PathBuf,
     #[arg(long)]
     no_write: bool,
-}
-
-/// The reference namespace and its addresses (a subnet no test uses).
-const REF_NS: &str = "wcbref";
-const REF_HOST_IP: &str = "10.214.0.1/24";
-const REF_IP: &str = "10.214.0.2";
-
-fn sh(program: &str, args: &[&str]) -> anyhow::Result<()> {
-    let out = Command::new(program).args(args).output()?;
-    if !out.status.success() {
-        bail!(
-            "{program} {}: {}",
-            args.join(" "),
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    Ok(())
-}
-
-/// The reference bundle: `runc spec`'s defaults with the app, a read-only root and the
-/// reference namespace.
-fn reference_bundle(bundle: &Path, rootfs: &Path) -> anyhow::Result<()> {
-    std::fs::create_dir_all(bundle)?;
-    sh("runc", &["spec", "--bundle", &bundle.display().to_string()])?;
-    let path = bundle.join("config.json");
-    let mut spec: serde_json::Value = serde_json::from_slice(&std::fs::read(&path)?)?;
-    spec["process"]["terminal"] = false.into();
-    spec["process"]["args"] = serde_json::json!(["/hello"]);
-    spec["process"]["env"] = serde_json::json!(["PATH=/bin", "HOST=0.0.0.0", "PORT=8080"]);
-    spec["root"] = serde_json::json!({"path": rootfs, "readonly": true});
-    let namespaces = spec["linux"]["namespaces"]
-        .as_array_mut()
-        .context("runc spec has no namespaces")?;
-    for ns in namespaces.iter_mut() {
-        if ns["type"] == "network" {
-            ns["path"] = format!("/var/run/netns/{REF_NS}").into();
-        }
-    }
-    std::fs::write(&path, serde_json::to_vec_pretty(&spec)?)?;
-    Ok(())
-}
-
-fn reference_netns() -> anyhow::Result<()> {
-    let _ = sh("ip", &["netns", "del", REF_NS]);
-    sh("ip", &["netns", "add", REF_NS])?;
-    sh(
-        "ip",
-        &[
-            "link", "add", "wcbrefh", "type", "veth", "peer", "name", "eth0", "netns", REF_NS,
-        ],
-    )?;
-    sh("ip", &["addr", "add", REF_HOST_IP, "dev", "wcbrefh"])?;
-    sh("ip", &["link", "set", "wcbrefh", "up"])?;
-    for cmd in [
-        vec!["link", "set", "lo", "up"],
-        vec!["addr", "add", &format!("{REF_IP}/24"), "dev", "eth0"],
-        vec!["link", "set", "eth0", "up"],
-    ] {
-        let mut args = vec!["-n", REF_NS];
-        args.extend(cmd.iter().map(|s| &**s));
-        sh("ip", &args)?;
-    }
-    Ok(())
-}
-
-fn runc_once(root: &Path, bundle: &Path, id: &str) -> anyhow::Result<Duration> {
-    let target: SocketAddr = format!("{REF_IP}:8080").parse()?;
-    let started = Instant::now();
-    let status = Command::new("runc")
-        .arg("--root")
-        .arg(root)
-        .args(["run", "-d", "--bundle"])
-        .arg(bundle)
-        .arg(id)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()?;
-    if !status.success() {
-        bail!("runc run {id} failed: {status}");
-    }
-    let deadline = started + Duration::from_secs(10);
-    loop {
-        if std::net::TcpStream::connect_timeout(&target, Duration::from_millis(50)).is_ok() {
-            break;
-        }
-        if Instant::now() > deadline {
-            bail!("{target} never listened");
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let took = started.elapsed();
-    sh(
-        "runc",
-        &["--root", &root.display().to_string(), "delete", "-f", id],
-    )?;
-    Ok(took)
 }
 
 async fn replica_once(p: &ProcessPlatform, spec: &ReplicaSpec) -> anyhow::Result<Duration> {
@@ -189,24 +90,12 @@ async fn main() -> anyhow::Result<()> {
         None => wisp_bench::sibling_binary("hello")?,
     };
     let dir = tempfile::tempdir()?;
-    let rootfs = dir.path().join("image");
-    hostfs::build(&rootfs, &[(app, "/hello")])?;
+    // runc alone (its rootfs is the replicas' image too).
+    let mut reference = RuncReference::new(&app)?;
+    let runc = reference.starts(args.runs)?;
+    let rootfs = reference.rootfs.clone();
 
-    // runc alone.
-    reference_netns()?;
-    let bundle = dir.path().join("ref");
-    let root = dir.path().join("ref-runc");
-    reference_bundle(&bundle, &rootfs)?;
-    let mut runc = Vec::new();
-    for i in 0..args.runs {
-        runc.push(runc_once(&root, &bundle, &format!("ref{i}"))?);
-    }
-    let _ = sh("ip", &["netns", "del", REF_NS]);
-
-    // A replica of the container platform.
-    let mut options = ContainerOptions::new(dir.path().join("state"));
-    options.bridge = "wcb0".into();
-    options.subnet = "10.215.0.0/24".into();
+    // A replica of the container platform, with each runtime.
     let images = Arc::new(FixedImage(PreparedImage {
         rootfs,
         config: ImageConfig {
@@ -215,8 +104,6 @@ async fn main() -> anyhow::Result<()> {
             ..ImageConfig::default()
         },
     }));
-    let p = ProcessPlatform::containers(options, images)?;
-    tokio::time::timeout(Duration::from_secs(20), p.cleaned_up()).await?;
     let spec = ReplicaSpec {
         key: RevisionKey::new("default", "hello-00001"),
         uid: "bench".into(),
@@ -244,23 +131,42 @@ async fn main() -> anyhow::Result<()> {
         seccomp_profile: Some(serde_json::json!({"type": "RuntimeDefault"})),
         ..SecurityContext::default()
     });
-    let mut replica = Vec::new();
-    let mut replica_seccomp = Vec::new();
-    let mut failed = None;
-    'runs: for (spec, samples) in [(&spec, &mut replica), (&filtered, &mut replica_seccomp)] {
-        for _ in 0..args.runs {
-            match replica_once(&p, spec).await {
-                Ok(d) => samples.push(d),
-                Err(e) => {
-                    failed = Some(e);
-                    break 'runs;
+    let runtimes = [
+        (
+            "wisp's runtime",
+            Runtime::Native {
+                program: wisp_bench::sibling_binary("wisp")?,
+            },
+        ),
+        ("runc", Runtime::runc()),
+    ];
+    // (runtime, plain, with seccomp)
+    let mut measured: Vec<(&str, Vec<Duration>, Vec<Duration>)> = Vec::new();
+    for (i, (name, runtime)) in runtimes.into_iter().enumerate() {
+        let mut options = ContainerOptions::new(dir.path().join(format!("state{i}")));
+        options.bridge = format!("wcb{i}");
+        options.subnet = format!("10.215.{i}.0/24");
+        options.runtime = runtime;
+        let p = ProcessPlatform::containers(options, images.clone())?;
+        tokio::time::timeout(Duration::from_secs(20), p.cleaned_up()).await?;
+        let (mut plain, mut seccomp) = (Vec::new(), Vec::new());
+        let mut failed = None;
+        'runs: for (spec, samples) in [(&spec, &mut plain), (&filtered, &mut seccomp)] {
+            for _ in 0..args.runs {
+                match replica_once(&p, spec).await {
+                    Ok(d) => samples.push(d),
+                    Err(e) => {
+                        failed = Some(e.context(name));
+                        break 'runs;
+                    }
                 }
             }
         }
-    }
-    p.shutdown().await;
-    if let Some(e) = failed {
-        return Err(e);
+        p.shutdown().await;
+        if let Some(e) = failed {
+            return Err(e);
+        }
+        measured.push((name, plain, seccomp));
     }
 
     let mut out = results_header(
@@ -270,25 +176,39 @@ async fn main() -> anyhow::Result<()> {
     out.push_str(
         "\nEach start from nothing running, image cached (the `hello` sample and its \
          libraries as rootfs). The replica's time includes its network namespace and veth, \
-         overlay root, `/etc` files and Knative's aggressive readiness probing.\n\n",
+         overlay root, `/etc` files and Knative's aggressive readiness probing. Rows run one \
+         after the other, each variant's runs back to back; \"× runc run\" is the p50 over \
+         the reference's p50, in this run.\n\n",
     );
-    let mut table = Table::new(["variant", "runs", "min", "p50", "p95", "max"]);
-    for (name, samples) in [
-        ("`runc run -d` until the port listens", &runc),
-        ("replica `scale(1)` until Ready", &replica),
-        (
-            "the same, `seccompProfile: RuntimeDefault`",
-            &replica_seccomp,
-        ),
-    ] {
+    let reference = Summary::of(&runc).context("no samples")?;
+    let mut table = Table::new([
+        "variant",
+        "runs",
+        "min",
+        "p50",
+        "p95",
+        "max",
+        "× runc run (p50)",
+    ]);
+    let mut rows: Vec<(String, &Vec<Duration>)> =
+        vec![("`runc run -d` until the port listens".into(), &runc)];
+    for (name, plain, seccomp) in &measured {
+        rows.push((format!("replica `scale(1)` until Ready, {name}"), plain));
+        rows.push((
+            format!("the same, `seccompProfile: RuntimeDefault`, {name}"),
+            seccomp,
+        ));
+    }
+    for (name, samples) in rows {
         let s = Summary::of(samples).context("no samples")?;
         table.row([
-            name.to_string(),
+            name,
             s.n.to_string(),
             ms(s.min),
             ms(s.p50),
             ms(s.p95),
             ms(s.max),
+            format!("{:.2}", s.p50.as_secs_f64() / reference.p50.as_secs_f64()),
         ]);
     }
     out.push_str(&table.render());

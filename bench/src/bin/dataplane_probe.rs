@@ -50,6 +50,9 @@ const TARGET_THROUGHPUT_RATIO: f64 = 0.5;
 const TARGET_ADDED_P50_MS: f64 = 0.1;
 const TARGET_CPU_US: f64 = 30.0;
 const TARGET_IDLE_REPLICA_KIB: f64 = 64.0;
+/// Issue #22: throughput to a container replica at least this share of a process
+/// replica's (same probe, same run).
+const TARGET_CONTAINER_RATIO: f64 = 0.95;
 
 /// Before each measured run, wait (up to `QUIET_WAIT`) until the machine is at most this
 /// busy over a second, so that other work on the machine disturbs the runs less.
@@ -108,8 +111,10 @@ struct Args {
     /// Leave the bare hyper proxy reference out.
     #[arg(long)]
     no_bare: bool,
-    /// Run wisp's replicas as a container image of the app (packed into each server's
-    /// image store) instead of host processes. Needs root and runc.
+    /// Also measure a container replica: the same app as an image (packed into the
+    /// server's store) in a Service of its own, beside the process replicas in the same
+    /// server, and the app in that container directly; the memory points then use
+    /// container replicas. Needs root.
     #[arg(long)]
     image: bool,
 }
@@ -117,7 +122,11 @@ struct Args {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
     Direct,
+    /// `--image`: the app in its container, at the replica's own address.
+    DirectContainer,
     Queue,
+    /// `--image`: ingress + queue to a container replica.
+    QueueContainer,
     Activator,
     Nginx,
     Bare,
@@ -127,7 +136,9 @@ impl Target {
     fn label(self) -> &'static str {
         match self {
             Target::Direct => "direct (hello)",
+            Target::DirectContainer => "direct (hello in its container)",
             Target::Queue => "wisp ingress + queue",
+            Target::QueueContainer => "wisp ingress + queue, container replica",
             Target::Activator => "wisp activator (TBC -1)",
             Target::Nginx => "nginx (reference)",
             Target::Bare => "bare hyper proxy (reference)",
@@ -137,8 +148,9 @@ impl Target {
     /// The Service's name (none for direct and the references).
     fn service(self) -> Option<&'static str> {
         match self {
-            Target::Direct | Target::Nginx | Target::Bare => None,
+            Target::Direct | Target::DirectContainer | Target::Nginx | Target::Bare => None,
             Target::Queue => Some("probe-queue"),
+            Target::QueueContainer => Some("probe-queue-ctr"),
             Target::Activator => Some("probe-activator"),
         }
     }
@@ -429,7 +441,17 @@ fn main() -> anyhow::Result<()> {
         eprintln!("bare_proxy pid {} on {}", b.pid(), b.addr);
         references.push((Target::Bare, b));
     }
-    let mut targets = vec![Target::Direct, Target::Queue, Target::Activator];
+    let mut targets = if args.image {
+        vec![
+            Target::Direct,
+            Target::DirectContainer,
+            Target::Queue,
+            Target::QueueContainer,
+            Target::Activator,
+        ]
+    } else {
+        vec![Target::Direct, Target::Queue, Target::Activator]
+    };
     targets.extend(references.iter().map(|(t, _)| *t));
 
     // (2), (3): wisp.
@@ -440,17 +462,23 @@ fn main() -> anyhow::Result<()> {
     let ingress = server.ingress_addr(Duration::from_secs(10))?;
     setup::announce(&server, Some(ingress));
     let api = server.api().clone();
-    // The replicas' app: the host binary, or (`--image`) the same binary as an image.
-    let replica_app = if args.image {
-        setup::pack_image(&server, &wisp, &app)?
-    } else {
-        app.clone()
-    };
+    // The replicas' app: the host binary; with `--image` also the same binary as an image.
+    if args.image {
+        let image = setup::pack_image(&server, &wisp, &app)?;
+        api.create(
+            "services",
+            &service(
+                "probe-queue-ctr",
+                &image,
+                json!({"autoscaling.knative.dev/min-scale": "1"}),
+            ),
+        )?;
+    }
     api.create(
         "services",
         &service(
             "probe-queue",
-            &replica_app,
+            &app,
             json!({"autoscaling.knative.dev/min-scale": "1"}),
         ),
     )?;
@@ -458,14 +486,14 @@ fn main() -> anyhow::Result<()> {
         "services",
         &service(
             "probe-activator",
-            &replica_app,
+            &app,
             json!({
                 "autoscaling.knative.dev/min-scale": "1",
                 "autoscaling.knative.dev/target-burst-capacity": "-1",
             }),
         ),
     )?;
-    for t in [Target::Queue, Target::Activator] {
+    for t in targets.iter().filter(|t| t.service().is_some()) {
         let svc = t.service().expect("a wisp target");
         wait_ready(&server, svc, timeout)?;
         wait_replicas(&server, ingress, svc, 1, timeout)?;
@@ -487,15 +515,29 @@ fn main() -> anyhow::Result<()> {
     let idle_cpu = idle_meter.stop().seconds[0].map(|s| s / idle_for.as_secs_f64());
 
     let reference_of = |t: Target| references.iter().find(|(r, _)| *r == t).map(|(_, p)| p);
+    // The container replica's own address (its network namespace's), for wrk to reach
+    // the app without wisp.
+    let container_url = match replicas_of(&server, "probe-queue-ctr").first() {
+        Some(p) if args.image => {
+            let ip = procfs::local_ipv4(p.pid).context("the container replica's address")?;
+            let port = procfs::env_var(p.pid, "PORT").unwrap_or_else(|| "8080".into());
+            format!("http://{ip}:{port}/")
+        }
+        _ => String::new(),
+    };
     let url_of = |t: Target| match (t, reference_of(t)) {
         (Target::Direct, _) => format!("http://{}/", direct.addr),
+        (Target::DirectContainer, _) => container_url.clone(),
         (_, Some(p)) => format!("http://{}/", p.addr),
         _ => format!("http://{ingress}/"),
     };
     let host_of = |t: Target| t.service().map(|s| format!("{s}.{DOMAIN}"));
-    let app_pid_of = |t: Target| match t.service() {
-        None => Some(direct.pid()),
-        Some(svc) => replicas_of(&server, svc).first().map(|p| p.pid),
+    let app_pid_of = |t: Target| match (t, t.service()) {
+        (Target::DirectContainer, _) => replicas_of(&server, "probe-queue-ctr")
+            .first()
+            .map(|p| p.pid),
+        (_, None) => Some(direct.pid()),
+        (_, Some(svc)) => replicas_of(&server, svc).first().map(|p| p.pid),
     };
     // The references' processes, each with its place in the CPU meter's list (after wisp
     // and the app).
@@ -562,8 +604,10 @@ fn main() -> anyhow::Result<()> {
                     wrk: wrk_result,
                     command: run.command_line(),
                     proxy_cpu: match target {
-                        Target::Direct => None,
-                        Target::Queue | Target::Activator => cpu.seconds[0],
+                        Target::Direct | Target::DirectContainer => None,
+                        Target::Queue | Target::QueueContainer | Target::Activator => {
+                            cpu.seconds[0]
+                        }
                         Target::Nginx | Target::Bare => reference_slots
                             .iter()
                             .find(|(t, _)| *t == target)
@@ -648,7 +692,7 @@ fn main() -> anyhow::Result<()> {
             },
             ms(r.wrk.p99),
             (r.wrk.non_2xx + r.wrk.socket_errors).to_string(),
-            if r.target == Target::Direct {
+            if matches!(r.target, Target::Direct | Target::DirectContainer) {
                 "–".into()
             } else {
                 opt(r.us_per_request(r.proxy_cpu), 1, " µs")
@@ -674,8 +718,9 @@ fn main() -> anyhow::Result<()> {
     let mut missed = Vec::new();
     for &t in targets.iter().filter(|&&t| t != Target::Direct) {
         let name = t.label();
-        // The references' rows are information: the targets are wisp's.
-        let reference = matches!(t, Target::Nginx | Target::Bare);
+        // The references' rows (and the app in its container) are information: the
+        // targets are wisp's.
+        let reference = matches!(t, Target::Nginx | Target::Bare | Target::DirectContainer);
         // A row per figure; `check` = (is it met, target text, Knative's figure), or
         // `None` for information only.
         type Check<'a> = Option<(&'a dyn Fn(f64) -> bool, String, &'a str)>;
@@ -764,6 +809,41 @@ fn main() -> anyhow::Result<()> {
             );
         }
     }
+    // Issue #22: a container replica against a process replica, same probe, same run.
+    if args.image {
+        for l in [Load::Throughput, Load::Latency] {
+            let label = format!(
+                "container replica: throughput at {} conn, × process replica",
+                match l {
+                    Load::Throughput => args.connections,
+                    Load::Latency => 1,
+                }
+            );
+            let vals: Vec<Option<f64>> = reps
+                .iter()
+                .map(|&r| {
+                    Some(
+                        find(r, Target::QueueContainer, l)?.wrk.rps
+                            / find(r, Target::Queue, l)?.wrk.rps,
+                    )
+                })
+                .collect();
+            let ok = vals
+                .iter()
+                .all(|v| v.is_some_and(|v| v >= TARGET_CONTAINER_RATIO));
+            if !ok {
+                missed.push(label.clone());
+            }
+            let mut cells = vec![label];
+            cells.extend(
+                vals.iter()
+                    .map(|v| v.map_or("–".into(), |v| format!("{v:.2}×"))),
+            );
+            cells.push(format!("≥ {TARGET_CONTAINER_RATIO}× {}", verdict(ok)));
+            cells.push(String::new());
+            summary.row(cells);
+        }
+    }
     let per_replica = match mem_points.as_slice() {
         [one, many] if many.replicas > one.replicas => {
             let d = |f: fn(&Memory) -> u64| {
@@ -802,7 +882,9 @@ fn main() -> anyhow::Result<()> {
     out += &format!(
         "- wisp's replicas: {}\n",
         if args.image {
-            "the app as a container image (runc sandboxes, own network namespace each)"
+            "the app as host processes, and (`… container replica`) as a container image \
+             (wisp's container runtime, own network namespace); the memory points: container \
+             replicas"
         } else {
             "the app as host processes"
         }

@@ -23,7 +23,7 @@
 use std::{
     collections::{BTreeMap, HashMap},
     net::SocketAddr,
-    path::PathBuf,
+    path::{Path, PathBuf},
     sync::{Arc, Mutex, atomic::AtomicBool, mpsc},
     time::{Duration, Instant},
 };
@@ -84,9 +84,18 @@ struct Args {
     app: Option<PathBuf>,
     /// Run the app as a container image (packed into the server's image store with
     /// `wisp image pack`, so no registry is asked) instead of a host command: each replica
-    /// a runc sandbox. Needs root and runc.
+    /// a container sandbox (wisp's default runtime unless `--serve-arg` says otherwise).
+    /// Also measures the reference, `runc run` of the same app until it listens, in the
+    /// same run. Needs root and runc.
     #[arg(long)]
     image: bool,
+    /// `runc run` starts measured as the reference with `--image`.
+    #[arg(long, default_value_t = 20)]
+    runc_runs: usize,
+    /// Extra `wisp serve` arguments (repeatable), e.g. `--serve-arg=--container-runtime
+    /// --serve-arg=runc`.
+    #[arg(long = "serve-arg", allow_hyphen_values = true)]
+    serve_args: Vec<String>,
     /// Where to write the Markdown results.
     #[arg(long, default_value = concat!(env!("CARGO_MANIFEST_DIR"), "/results/scale-from-zero.md"))]
     out: PathBuf,
@@ -439,8 +448,23 @@ fn main() -> anyhow::Result<()> {
          scale-to-zero-grace-period: {}\n",
         args.stable_window, args.grace
     );
-    let (server, ingress, _config_dir) =
-        setup::start_with_config(wisp.clone(), &config, Duration::from_secs(args.start_wait))?;
+    // The reference first, while nothing of wisp runs.
+    let runc = if args.image {
+        eprintln!(
+            "runc run of the same app until it listens, {} times",
+            args.runc_runs
+        );
+        let mut reference = wisp_bench::runc_ref::RuncReference::new(Path::new(&app))?;
+        reference.starts(args.runc_runs)?
+    } else {
+        Vec::new()
+    };
+    let (server, ingress, _config_dir) = setup::start_with_config_args(
+        wisp.clone(),
+        &config,
+        &args.serve_args,
+        Duration::from_secs(args.start_wait),
+    )?;
     let api = server.api().clone();
     let app = if args.image {
         setup::pack_image(&server, &wisp, &app)?
@@ -590,7 +614,7 @@ fn main() -> anyhow::Result<()> {
         }
     };
 
-    let out = render(&args, &config, &app, &passes, &stop, &load_start);
+    let out = render(&args, &config, &app, &passes, &stop, &load_start, &runc);
     print!("{out}");
     if !args.no_write {
         if let Some(dir) = args.out.parent() {
@@ -656,6 +680,7 @@ fn render(
     passes: &[Pass],
     stop: &server::StopReport,
     load_start: &str,
+    runc: &[Duration],
 ) -> String {
     let mut summary = Table::new([
         "round",
@@ -714,6 +739,32 @@ fn render(
     out += &format!("- `wisp serve --config`:\n\n```yaml\n{config}```\n\n");
     out += "## Results\n\n";
     out += &summary.render();
+    if let Some(r) = Summary::of(runc) {
+        let one = passes
+            .iter()
+            .filter(|p| p.n == 1)
+            .filter_map(|p| Summary::of(&p.total()).map(|s| (p.label.clone(), s)))
+            .map(|(label, s)| {
+                format!(
+                    "{label}: p95 {} = {:.2}× runc's p95",
+                    ms(s.p95),
+                    s.p95.as_secs_f64() / r.p95.as_secs_f64()
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        out += &format!(
+            "\nReference, in the same run before wisp started: `runc run -d` of the same app \
+             (its own bundle and network namespace, `bench/src/runc_ref.rs`) until its port \
+             listens, {} starts: min {}, p50 {}, p95 {}, max {}. Against it, one service from \
+             zero through wisp (request sent → answer received) — {one}.\n",
+            r.n,
+            ms(r.min),
+            ms(r.p50),
+            ms(r.p95),
+            ms(r.max)
+        );
+    }
     out += "\nEach round sends one request to each of its services at once, through wisp's \
             ingress (`Host: <svc>.default.example.com`), from one client on the same host. \
             Times run from the moment the round was fired: *first byte* is the response \

@@ -128,6 +128,10 @@ impl Platform for ByImage {
         self.running(key).replicas(key)
     }
 
+    fn waiting(&self, key: &RevisionKey) -> Option<String> {
+        self.running(key).waiting(key)
+    }
+
     fn revisions(&self) -> Vec<RevisionKey> {
         let mut all = self.process.revisions();
         all.extend(self.containers.revisions());

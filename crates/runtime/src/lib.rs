@@ -201,6 +201,13 @@ pub trait Platform: Send + Sync + 'static {
     /// ready, exited, restarted, stopped). Lagging receivers should re-read everything.
     fn changes(&self) -> tokio::sync::broadcast::Receiver<RevisionKey>;
 
+    /// What a revision's replicas are waiting for while the platform prepares them, when it
+    /// knows: pulling their image, with the bytes done of the total (`Pulling image "…":
+    /// 1.2 MB of 4.5 MB`). The revision shows it while it deploys. Default: nothing.
+    fn waiting(&self, _key: &RevisionKey) -> Option<String> {
+        None
+    }
+
     /// The last `tail` lines (all buffered lines when None) of every replica of a revision,
     /// in arrival order.
     fn logs(&self, key: &RevisionKey, tail: Option<usize>) -> Vec<LogLine>;

@@ -36,6 +36,26 @@ pub const CONTAINER_CREATING: &str = "ContainerCreating";
 /// but is not given up on.
 pub const WAITING_REASONS: [&str; 2] = [CREATE_CONTAINER_CONFIG_ERROR, CONTAINER_CREATING];
 
+/// Kubernetes' reason for a failed image pull (kubelet's `pkg/kubelet/images/types.go`).
+pub const ERR_IMAGE_PULL: &str = "ErrImagePull";
+
+/// Kubernetes' reason while the kubelet waits to pull an image again.
+pub const IMAGE_PULL_BACK_OFF: &str = "ImagePullBackOff";
+
+/// What a replica shows while it waits to prepare its sandbox again after `failure`, as the
+/// kubelet shows a container's waiting state: a pull that failed before (`again`) is
+/// `ImagePullBackOff`, with what the last attempt said; anything else as it was.
+pub fn backing_off(failure: crate::Failure, again: bool) -> crate::Failure {
+    if again && failure.reason == ERR_IMAGE_PULL {
+        crate::Failure {
+            reason: IMAGE_PULL_BACK_OFF.into(),
+            message: format!("Back-off pulling image: {}", failure.message),
+        }
+    } else {
+        failure
+    }
+}
+
 /// Where Secrets and ConfigMaps come from (`wisp serve`: its store). `Ok(None)`: not found.
 pub trait ObjectSource: Send + Sync + std::fmt::Debug + 'static {
     fn secret(&self, namespace: &str, name: &str) -> Result<Option<Secret>, String>;

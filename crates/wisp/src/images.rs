@@ -12,7 +12,7 @@ use wisp_controller::revision::digest::{BoxFuture, DigestResolver, ResolveOption
 use wisp_image::{Credentials, ErrorKind, Limits, RegistryOptions, Store};
 use wisp_runtime::{
     Failure,
-    container::{ImageConfig, ImageProvider, PreparedImage, PullSecrets},
+    container::{ImageConfig, ImageProvider, PreparedImage, PullProgress, PullSecrets},
     podconfig::ObjectSource,
 };
 
@@ -95,11 +95,18 @@ impl Images {
         &self,
         image: &str,
         pull: &PullSecrets,
+        progress: &(dyn Fn(PullProgress) + Send + Sync),
     ) -> Result<PreparedImage, wisp_image::Error> {
         if self.store.lookup(image)?.is_none() {
             let started = std::time::Instant::now();
             let opts = self.options_for(image, pull);
-            wisp_image::registry::pull(&self.store, image, &opts, &|_| {}).await?;
+            let report = |p: wisp_image::Progress| {
+                progress(PullProgress {
+                    done: p.done,
+                    total: p.total,
+                })
+            };
+            wisp_image::registry::pull(&self.store, image, &opts, &report).await?;
             tracing::info!(image, elapsed = ?started.elapsed(), "pulled");
         }
         let (store, limits, image) = (self.store.clone(), self.limits, image.to_owned());
@@ -130,7 +137,7 @@ fn reason(kind: ErrorKind) -> &'static str {
         ErrorKind::InvalidReference => "InvalidImageName",
         // kubelet reports every pull failure as ErrImagePull (then ImagePullBackOff while
         // it waits to retry); the message says which.
-        _ => "ErrImagePull",
+        _ => wisp_runtime::podconfig::ERR_IMAGE_PULL,
     }
 }
 
@@ -139,12 +146,15 @@ impl ImageProvider for Images {
         &'a self,
         image: &'a str,
         pull: &'a PullSecrets,
+        progress: &'a (dyn Fn(PullProgress) + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>> {
         Box::pin(async move {
-            self.prepare_image(image, pull).await.map_err(|e| Failure {
-                reason: reason(e.kind()).to_string(),
-                message: format!("Failed to pull image {image:?}: {e}"),
-            })
+            self.prepare_image(image, pull, progress)
+                .await
+                .map_err(|e| Failure {
+                    reason: reason(e.kind()).to_string(),
+                    message: format!("Failed to pull image {image:?}: {e}"),
+                })
         })
     }
 }

@@ -53,6 +53,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // wisp's own binary is each container's init (and runs exec probes in containers):
+    // that must happen in a fresh single-threaded process, before logging, TLS or argument
+    // parsing (see wisp_runtime's container/native).
+    if let Some(code) = wisp_runtime::container::helper_main() {
+        return code;
+    }
     init_logging();
     tls::install_default_provider();
     let cli = Cli::parse();

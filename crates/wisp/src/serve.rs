@@ -24,7 +24,7 @@ use wisp_ingress::Ingress;
 use wisp_net::ServerOptions;
 use wisp_runtime::{
     Platform, SharedPlatform,
-    container::ContainerOptions,
+    container::{ContainerOptions, Runtime},
     dispatch::ByImage,
     process::{ProcessOptions, ProcessPlatform},
 };
@@ -95,13 +95,25 @@ pub struct ServeArgs {
     /// Private IPv4 subnet container replicas get their addresses from.
     #[arg(long, env = "WISP_CONTAINER_SUBNET", default_value = "10.88.0.0/16")]
     pub container_subnet: String,
-    /// The OCI runtime that runs containers (Debian's `runc`).
+    /// What starts containers: `native`, wisp's own runtime (this binary sets up each
+    /// sandbox and execs the app; no runtime process per start), or `runc`, the reference
+    /// OCI runtime (`--runc`). Both run the same sandboxes.
+    #[arg(long, env = "WISP_CONTAINER_RUNTIME", value_enum, default_value_t = ContainerRuntime::Native)]
+    pub container_runtime: ContainerRuntime,
+    /// The runc binary, with `--container-runtime runc` (Debian's `runc`).
     #[arg(long, env = "WISP_RUNC", default_value = "runc")]
     pub runc: PathBuf,
     /// A registry (`host[:port]`) that may be reached over plain HTTP (repeatable);
     /// registries on loopback addresses always may, as Docker allows.
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
     pub insecure_registries: Vec<String>,
+}
+
+/// `--container-runtime`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ContainerRuntime {
+    Native,
+    Runc,
 }
 
 /// Where the API's URL is written on start (read by `wisp kubeconfig`).
@@ -206,7 +218,12 @@ async fn serve(
         ContainerOptions {
             bridge: args.container_bridge.clone(),
             subnet: args.container_subnet.clone(),
-            runc: args.runc.clone(),
+            runtime: match args.container_runtime {
+                ContainerRuntime::Native => Runtime::native(),
+                ContainerRuntime::Runc => Runtime::Runc {
+                    binary: args.runc.clone(),
+                },
+            },
             ..ContainerOptions::new(args.data_dir.join("containers"))
         },
         images.clone(),

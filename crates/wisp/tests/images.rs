@@ -1,7 +1,8 @@
 //! Image-only Knative Services through a real `wisp serve`: images built from the sample
 //! binaries, pushed to Debian's `docker-registry` on loopback (or loaded from an archive),
-//! run by runc in sandboxes of their own. These tests need root, `runc` and
-//! `docker-registry` (CI installs both and runs as root); elsewhere they say why and pass.
+//! run in sandboxes of their own by wisp's own container runtime (the default) and, where a
+//! test says so, by runc. These tests need root, `runc` and `docker-registry` (CI installs
+//! both and runs as root); elsewhere they say why and pass.
 
 #![allow(clippy::unwrap_used)]
 
@@ -118,7 +119,8 @@ fn ready(s: &Server, plural: &str, name: &str) {
     assert_eq!(st, "True", "{plural}/{name}: {reason}: {message}");
 }
 
-/// Network namespaces and runc containers of this server's container runtime.
+/// Network namespaces and containers of this server's container runtime: those runc lists
+/// under its root, and (either runtime) the containers' cgroups.
 fn sandboxes(s: &Server) -> (usize, usize) {
     let prefix = format!("{}-", s.container_bridge());
     let netns = std::fs::read_dir("/var/run/netns")
@@ -134,12 +136,35 @@ fn sandboxes(s: &Server) -> (usize, usize) {
         .args(["list", "-q"])
         .output()
         .unwrap();
-    let containers = String::from_utf8_lossy(&out.stdout).lines().count();
-    (netns, containers)
+    let mut containers: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let cgroups = std::path::Path::new("/sys/fs/cgroup/memory")
+        .join(format!("wisp-{}", s.container_bridge()));
+    if let Ok(dir) = std::fs::read_dir(cgroups) {
+        containers.extend(
+            dir.flatten()
+                .filter(|e| e.path().is_dir())
+                .map(|e| e.file_name().to_string_lossy().into_owned()),
+        );
+    }
+    containers.sort();
+    containers.dedup();
+    (netns, containers.len())
 }
 
 #[test]
 fn an_image_only_service_runs_pinned_to_its_digest_and_survives_kill_9() {
+    image_only_service(&[]);
+}
+
+#[test]
+fn the_same_with_runc() {
+    image_only_service(&["--container-runtime", "runc"]);
+}
+
+fn image_only_service(args: &[&str]) {
     require_containers!();
     let reg = Registry::start(None);
     let scratch = tempfile::tempdir().unwrap();
@@ -148,7 +173,7 @@ fn an_image_only_service_runs_pinned_to_its_digest_and_survives_kill_9() {
     push(&store, "hello:one", &remote, None);
     let first = store.lookup("hello:one").unwrap().unwrap();
 
-    let mut s = Server::start();
+    let mut s = Server::start_with(args);
     // Two replicas of an app that listens on the fixed port 8080: each in its own sandbox.
     s.apply(&service(
         "hello",

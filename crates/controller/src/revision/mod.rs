@@ -104,6 +104,9 @@ impl TypedReconciler for RevisionReconciler {
         publish_views(ctx, rev, desired, &replicas, deadline);
         let (mut status, requeue) =
             resources::compute_status(rev, &replicas, desired, deadline, now);
+        if let Some(waiting) = ctx.platform.waiting(&key) {
+            resources::show_waiting(&mut status, &waiting, now);
+        }
         if let Some(pa) = objects::get::<PodAutoscaler>(&ctx.store, namespace, name)?
             .filter(|pa| objects::is_controlled_by(&pa.metadata, &rev.metadata.uid))
             .and_then(|pa| pa.status)

@@ -199,6 +199,25 @@ pub fn is_waiting(f: &wisp_runtime::Failure) -> bool {
     wisp_runtime::podconfig::WAITING_REASONS.contains(&f.reason.as_str())
 }
 
+/// While the revision deploys, `ResourcesAvailable` says what its replicas wait for (an
+/// image pull and its bytes); the kubelet shows this as the pod's `Pulling` events.
+pub fn show_waiting(st: &mut RevisionStatus, waiting: &str, now: DateTime<Utc>) {
+    let deploying = st
+        .status
+        .condition(RESOURCES_AVAILABLE)
+        .is_some_and(|c| c.status == ConditionStatus::Unknown && c.reason == DEPLOYING);
+    if deploying {
+        CONDITIONS.mark(
+            &mut st.status,
+            RESOURCES_AVAILABLE,
+            ConditionStatus::Unknown,
+            DEPLOYING,
+            waiting,
+            now,
+        );
+    }
+}
+
 pub fn compute_status(
     rev: &Revision,
     replicas: &[ReplicaStatus],
@@ -710,6 +729,31 @@ mod tests {
         let ready = st.status.condition(READY).unwrap();
         assert_eq!((ready.status, ready.reason.as_str()), (False, "ExitCode1"));
         assert_eq!(requeue, None);
+    }
+
+    #[test]
+    fn a_pull_in_progress_is_shown_while_deploying_only() {
+        let pulling = "Pulling image \"r.local/app:1\": 1.5 MB of 4.0 MB";
+        let r = rev_with(&[]);
+        // No replica ready yet: Deploying, with what it waits for.
+        let (mut st, _) = compute_status(&r, &[], 1, Duration::from_secs(600), test_clock());
+        show_waiting(&mut st, pulling, test_clock());
+        let c = st.status.condition(RESOURCES_AVAILABLE).unwrap();
+        assert_eq!(
+            (c.status, c.reason.as_str(), c.message.as_str()),
+            (ConditionStatus::Unknown, DEPLOYING, pulling)
+        );
+        // Ready, or failed: the condition says so, not the pull.
+        for replicas in [
+            vec![replica("r1", ReplicaPhase::Ready)],
+            vec![failed_replica("r1", "ErrImagePull", "unauthorized")],
+        ] {
+            let (mut st, _) =
+                compute_status(&r, &replicas, 1, Duration::from_secs(600), test_clock());
+            let before = st.status.condition(RESOURCES_AVAILABLE).cloned();
+            show_waiting(&mut st, pulling, test_clock());
+            assert_eq!(st.status.condition(RESOURCES_AVAILABLE).cloned(), before);
+        }
     }
 
     #[test]

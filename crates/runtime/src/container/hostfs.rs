@@ -24,6 +24,7 @@ impl ImageProvider for FixedImage {
         &'a self,
         _image: &'a str,
         _pull: &'a super::PullSecrets,
+        _progress: &'a (dyn Fn(super::PullProgress) + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>> {
         Box::pin(async move { Ok(self.0.clone()) })
     }

@@ -1,12 +1,14 @@
-//! The container backend: each replica is a pod-like sandbox run with `runc`.
+//! The container backend: each replica is a pod-like sandbox.
 //!
 //! A replica gets its own network namespace with an address on a bridge this platform owns
 //! (`net.rs`), shared by all of its containers, so the app listens on its fixed
 //! `containerPort` and sidecars reach it on `localhost`, as in a pod. Each container is an
 //! OCI bundle (`spec.rs` builds `config.json`) whose root is an overlay: the image's rootfs
 //! (shared by every replica, never written) below, a fresh writable layer per run above.
-//! `runc run -d` starts it; wisp reaps its init and learns its exit (and OOM kills) from the
-//! kernel (`runc.rs`). Everything else (scaling, probes, crash back-off, graceful stop,
+//! A [`Runtime`] starts it: wisp's own (`native/`, the default: the app is exec'd by a
+//! helper wisp spawns, no runtime binary per start) or `runc run -d` (`runc.rs`, the
+//! reference). Either way wisp reaps the app itself and learns its exit (and OOM kills)
+//! from the kernel. Everything else (scaling, probes, crash back-off, graceful stop,
 //! logs) is the same supervisor the process backend uses: this module only implements its
 //! `Launcher` (`process/launch.rs`).
 //!
@@ -16,6 +18,7 @@
 //! and [`ContainerOptions`].
 
 pub mod hostfs;
+mod native;
 mod net;
 mod runc;
 mod seccomp;
@@ -44,7 +47,9 @@ use nix::{
 use tokio::runtime::Handle;
 use wisp_api::serving::{Container, PodSpec};
 
+pub use self::native::{EXEC_COMMAND, INIT_COMMAND, helper_main};
 use self::{
+    native::{Native, cgroups},
     net::Network,
     runc::{Init, Runc},
 };
@@ -82,12 +87,32 @@ pub trait ImageProvider: Send + Sync + 'static {
     /// `image` is the container's image reference, or the digest it resolved to. Pulls and
     /// unpacks if needed, with the credentials `pull` names. A failure carries Kubernetes'
     /// reason (`ErrImagePull`, …) and is shown on the replica; the platform retries with
-    /// back-off.
+    /// back-off. A pull reports its bytes as they come through `progress`.
     fn prepare<'a>(
         &'a self,
         image: &'a str,
         pull: &'a PullSecrets,
+        progress: &'a (dyn Fn(PullProgress) + Send + Sync),
     ) -> Pin<Box<dyn Future<Output = Result<PreparedImage, Failure>> + Send + 'a>>;
+}
+
+/// How far a pull is: bytes fetched of the bytes to fetch (the layers missing here).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PullProgress {
+    pub done: u64,
+    pub total: u64,
+}
+
+impl PullProgress {
+    /// What a revision shows while its replica waits for the pull of `image`.
+    pub fn message(&self, image: &str) -> String {
+        let mb = |b: u64| b as f64 / 1e6;
+        format!(
+            "Pulling image {image:?}: {:.1} MB of {:.1} MB",
+            mb(self.done),
+            mb(self.total)
+        )
+    }
 }
 
 /// The pod's `imagePullSecrets`: Secrets of its namespace that hold registry credentials.
@@ -126,8 +151,35 @@ pub struct ContainerOptions {
     /// Private IPv4 subnet replicas get addresses from; the first host is the bridge's.
     /// Default `10.88.0.0/16`.
     pub subnet: String,
-    /// The runc binary. Default `runc` (looked up on `PATH`).
-    pub runc: PathBuf,
+    /// What starts containers. Default: wisp's own runtime, run by this very binary.
+    pub runtime: Runtime,
+}
+
+/// Which runtime starts containers. Both run the same bundles, with the same sandboxes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Runtime {
+    /// wisp's own: `program` runs as each container's init (`program container-init
+    /// <bundle>`), so it must be a binary whose `main` calls [`helper_main`] first: wisp
+    /// itself (`/proc/self/exe`, the default).
+    Native { program: PathBuf },
+    /// runc, the reference: `binary` (looked up on `PATH` when bare).
+    Runc { binary: PathBuf },
+}
+
+impl Runtime {
+    /// wisp's own runtime, run by the current binary.
+    pub fn native() -> Runtime {
+        Runtime::Native {
+            program: "/proc/self/exe".into(),
+        }
+    }
+
+    /// runc from `PATH`.
+    pub fn runc() -> Runtime {
+        Runtime::Runc {
+            binary: "runc".into(),
+        }
+    }
 }
 
 impl ContainerOptions {
@@ -137,7 +189,7 @@ impl ContainerOptions {
             state_dir: state_dir.into(),
             bridge: "wisp0".into(),
             subnet: "10.88.0.0/16".into(),
-            runc: "runc".into(),
+            runtime: Runtime::native(),
         }
     }
 }
@@ -161,10 +213,10 @@ pub enum ContainerError {
 }
 
 impl ProcessPlatform {
-    /// The container platform: replicas run as `runc` containers in sandboxes of their own
+    /// The container platform: replicas run as containers in sandboxes of their own
     /// (see the module docs of `container`). Must be called inside a tokio runtime. What an
     /// earlier run left (containers, namespaces, mounts) is removed in the background before
-    /// any replica starts. Without runc, root or namespaces, the platform is still created
+    /// any replica starts. Without the runtime, root or namespaces, the platform is still created
     /// and every replica reports a failure that names the fix.
     pub fn containers(
         options: ContainerOptions,
@@ -185,22 +237,40 @@ impl ProcessPlatform {
             path: dir.clone(),
             source,
         })?;
-        let binary = find_binary(&options.runc);
-        let unusable = unusable(binary.as_deref(), &options.runc);
+        let (engine, unusable) = match &options.runtime {
+            Runtime::Runc { binary: wanted } => {
+                let binary = find_binary(wanted);
+                let unusable = unusable(binary.as_deref(), wanted, true);
+                let runc = Runc {
+                    binary: binary.unwrap_or_else(|| wanted.clone()),
+                    root: dir.join("runc"),
+                };
+                (Engine::Runc(runc), unusable)
+            }
+            Runtime::Native { program } => {
+                let found = program.is_file().then(|| program.clone());
+                let unusable = unusable(found.as_deref(), program, false);
+                let native = Native {
+                    program: program.clone(),
+                };
+                (Engine::Native(native), unusable)
+            }
+        };
         let launcher = ContainerLauncher {
             net: Network {
                 bridge: options.bridge.clone(),
                 base,
                 prefix,
             },
-            runc: Runc {
-                binary: binary.unwrap_or_else(|| options.runc.clone()),
-                root: dir.join("runc"),
-            },
+            engine,
             dir: dir.clone(),
             images,
             unusable: Mutex::new(unusable),
             network: tokio::sync::OnceCell::new(),
+            compiled: Mutex::new(Default::default()),
+            // Read once: wisp's runtime makes cgroups in each, and a restart's clean-up
+            // looks for leftovers there, whichever runtime made them.
+            hierarchies: cgroups::hierarchies().unwrap_or_default().into(),
         };
         Ok(ProcessPlatform::with_launcher(
             runtime,
@@ -223,14 +293,21 @@ fn find_binary(name: &Path) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Why this machine cannot run containers, naming the fix; None if it can.
-fn unusable(binary: Option<&Path>, wanted: &Path) -> Option<Failure> {
+/// Why this machine cannot run containers, naming the fix; None if it can. `runc`: the
+/// runtime is runc (which needs wisp to be a subreaper), else wisp's own.
+fn unusable(binary: Option<&Path>, wanted: &Path, runc: bool) -> Option<Failure> {
     let fail = |message: String| {
         Some(Failure {
             reason: "ContainerRuntimeUnavailable".into(),
             message,
         })
     };
+    if binary.is_none() && !runc {
+        return fail(format!(
+            "wisp's container runtime needs its helper binary {:?}, which does not exist",
+            wanted.display().to_string()
+        ));
+    }
     if binary.is_none() {
         return fail(format!(
             "the container runtime {:?} is not installed: install it (Debian: `apt-get install \
@@ -253,15 +330,22 @@ fn unusable(binary: Option<&Path>, wanted: &Path) -> Option<Failure> {
         );
     }
     // runc reparents each container's init to wisp; wisp must be able to reap it.
-    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+    if runc && let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
         return fail(format!("cannot become a child subreaper (prctl): {e}"));
     }
     None
 }
 
+/// The runtime a platform uses.
+#[derive(Clone, Debug)]
+enum Engine {
+    Runc(Runc),
+    Native(Native),
+}
+
 struct ContainerLauncher {
     net: Network,
-    runc: Runc,
+    engine: Engine,
     dir: PathBuf,
     images: Arc<dyn ImageProvider>,
     /// Set when the machine cannot run containers (at creation).
@@ -270,6 +354,12 @@ struct ContainerLauncher {
     /// runs no container touches neither the host's links nor its iptables); `Some` failure
     /// when that could not be done.
     network: tokio::sync::OnceCell<Option<Failure>>,
+    /// Seccomp profiles compiled for wisp's runtime, by the bounding capabilities they
+    /// were made for (the only input of `RuntimeDefault`): compiled once, installed by each
+    /// start.
+    compiled: Mutex<std::collections::HashMap<Vec<String>, Arc<Vec<u8>>>>,
+    /// The machine's cgroup hierarchies.
+    hierarchies: Arc<[cgroups::Hierarchy]>,
 }
 
 impl ContainerLauncher {
@@ -299,8 +389,13 @@ impl ContainerLauncher {
         failure.clone().map_or(Ok(()), Err)
     }
 
+    /// The cgroup every container of this platform is under.
+    fn cgroup_parent(&self) -> String {
+        format!("/wisp-{}", self.net.bridge)
+    }
+
     fn cgroups_path(&self, id: &str) -> String {
-        format!("/wisp-{}/{id}", self.net.bridge)
+        format!("{}/{id}", self.cgroup_parent())
     }
 
     async fn prepare(&self, replica: &ReplicaInfo) -> Result<ContainerSandbox, Failure> {
@@ -364,7 +459,8 @@ impl ContainerLauncher {
                 tracing::warn!(revision = %replica.key, replica = %replica.name, "{w}");
             }
             let c = &c;
-            let image = self.images.prepare(&c.image, &pull).await?;
+            let report = |p: PullProgress| (replica.waiting)(p.message(&c.image));
+            let image = self.images.prepare(&c.image, &pull, &report).await?;
             // A symlink could point out of the image (at the host's own files): not followed.
             let read = |f: &str| {
                 let path = image.rootfs.join(f);
@@ -394,12 +490,18 @@ impl ContainerLauncher {
             let id = format!("{}-{}", self.net.netns_name(n), c.name);
             let bundle = self.bundles().join(&id);
             let capabilities = spec::capabilities(c)?;
-            let seccomp = match seccomp::profile(c, spec.pod.extra.get("securityContext"))? {
+            let profile = match seccomp::profile(c, spec.pod.extra.get("securityContext"))? {
                 seccomp::Profile::Unconfined => None,
                 seccomp::Profile::RuntimeDefault => Some(
                     seccomp::runtime_default(&capabilities)
                         .map_err(|e| error("CreateContainerConfigError", e.to_string()))?,
                 ),
+            };
+            // runc compiles the profile in config.json at every start; wisp's runtime gets
+            // it compiled, once per profile.
+            let (seccomp, compiled) = match (&self.engine, profile) {
+                (Engine::Native(_), Some(p)) => (None, Some(self.compile(&capabilities, p).await?)),
+                (_, p) => (p, None),
             };
             let b = spec::Bundle {
                 rootfs: bundle.join("rootfs"),
@@ -422,29 +524,46 @@ impl ContainerLauncher {
             config
                 .save(bundle.join("config.json"))
                 .map_err(|e| error("CreateContainerError", format!("config.json: {e}")))?;
+            let bpf = bundle.join(native::SECCOMP_FILE);
+            match &compiled {
+                Some(bytes) => tokio::fs::write(&bpf, &**bytes).await,
+                None => match tokio::fs::remove_file(&bpf).await {
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                    other => other,
+                },
+            }
+            .map_err(|e| error("CreateContainerError", format!("{}: {e}", bpf.display())))?;
             ctrs.push(Ctr {
                 id: id.clone(),
                 bundle,
                 lower: image.rootfs.clone(),
                 cgroups_path: b.cgroups_path.clone(),
+                resources: native::resources(&config).cloned(),
             });
         }
+        let netns_started = std::time::Instant::now();
         self.net.add_sandbox(n).await.map_err(|e| {
             error(
                 "CreateContainerError",
                 format!("network namespace for {}: {e}", replica.name),
             )
         })?;
+        tracing::debug!(
+            replica = %replica.name,
+            took = ?netns_started.elapsed(),
+            "network namespace made"
+        );
         let target = probe::Target {
             address: replica.address,
             env: Arc::new([]),
             working_dir: None,
-            exec_prefix: self.runc.exec_prefix(&ctrs[0].id).into(),
+            exec_prefix: self.engine.exec_prefix(&ctrs[0]).into(),
         };
         Ok(ContainerSandbox {
             containers: ctrs,
             target,
-            runc: self.runc.clone(),
+            engine: self.engine.clone(),
+            hierarchies: self.hierarchies.clone(),
             net: self.net.clone(),
             n,
             dir: sandbox_dir,
@@ -458,6 +577,33 @@ impl ContainerLauncher {
                 objects: replica.objects.clone(),
             },
         })
+    }
+
+    /// The `RuntimeDefault` profile for `bounding` compiled to BPF (`seccomp.bpf`'s bytes),
+    /// from the cache or compiled now, off the async threads.
+    async fn compile(
+        &self,
+        bounding: &std::collections::HashSet<oci_spec::runtime::Capability>,
+        profile: oci_spec::runtime::LinuxSeccomp,
+    ) -> Result<Arc<Vec<u8>>, Failure> {
+        let mut key: Vec<String> = bounding.iter().map(|c| c.to_string()).collect();
+        key.sort();
+        if let Some(bytes) = lock(&self.compiled).get(&key) {
+            return Ok(bytes.clone());
+        }
+        let bytes = tokio::task::spawn_blocking(move || {
+            seccomp::compile(&profile).map(|programs| seccomp::encode(&programs))
+        })
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|r| r)
+        .map_err(|message| Failure {
+            reason: "CreateContainerConfigError".into(),
+            message,
+        })?;
+        let bytes = Arc::new(bytes);
+        lock(&self.compiled).insert(key, bytes.clone());
+        Ok(bytes)
     }
 
     /// Makes the pod's mounted volumes under `dir` (`<sandbox>/volumes/<name>`): the files
@@ -685,10 +831,31 @@ impl Launcher for ContainerLauncher {
             if lock(&self.unusable).is_some() {
                 return;
             }
-            // Containers of an earlier run: only those under this platform's runc root.
-            for id in self.runc.list().await {
-                tracing::info!("removing container {id} left by an earlier run");
-                self.runc.delete(&id).await;
+            // Containers of an earlier run: only those under this platform's runc root…
+            if let Engine::Runc(runc) = &self.engine {
+                for id in runc.list().await {
+                    tracing::info!("removing container {id} left by an earlier run");
+                    runc.delete(&id).await;
+                }
+            }
+            // …and whatever runs in this platform's cgroups (wisp's runtime's apps, which
+            // outlived their wisp; anything runc left).
+            let parent = self.cgroup_parent();
+            let mut ids = BTreeSet::new();
+            for h in self.hierarchies.iter() {
+                let Ok(entries) = std::fs::read_dir(cgroups::dir(h, &parent)) else {
+                    continue;
+                };
+                ids.extend(
+                    entries
+                        .filter_map(|e| e.ok())
+                        .filter(|e| e.path().is_dir())
+                        .map(|e| e.file_name().to_string_lossy().into_owned()),
+                );
+            }
+            for id in ids {
+                tracing::info!("removing the cgroup of container {id} left by an earlier run");
+                end_cgroup(&self.hierarchies, &format!("{parent}/{id}")).await;
             }
             unmount_under(&self.bundles());
             let _ = tokio::fs::remove_dir_all(self.bundles()).await;
@@ -832,6 +999,8 @@ struct Ctr {
     bundle: PathBuf,
     lower: PathBuf,
     cgroups_path: String,
+    /// Its cgroup limits (wisp's runtime applies them itself).
+    resources: Option<oci_spec::runtime::LinuxResources>,
 }
 
 impl Ctr {
@@ -839,7 +1008,8 @@ impl Ctr {
         self.bundle.join("rootfs")
     }
 
-    /// A fresh writable layer over the image, as each new container gets.
+    /// A fresh writable layer over the image, as each new container gets. `nodev`: a device
+    /// node made in a container opens nothing (wisp's runtime relies on it, see `native/`).
     fn mount_rootfs(&self) -> io::Result<()> {
         self.unmount_rootfs();
         for d in ["upper", "work"] {
@@ -860,7 +1030,7 @@ impl Ctr {
             Some("overlay"),
             &self.rootfs(),
             Some("overlay"),
-            MsFlags::empty(),
+            MsFlags::MS_NODEV,
             Some(data.as_str()),
         )
         .map_err(|e| {
@@ -880,10 +1050,99 @@ impl Ctr {
     }
 }
 
+/// A started container's app and its output.
+type StartedCtr = (
+    Init,
+    Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+    Box<dyn tokio::io::AsyncRead + Unpin + Send>,
+);
+
+impl Engine {
+    /// Starts one container (its root is mounted).
+    async fn start(
+        &self,
+        c: &Ctr,
+        hierarchies: &[cgroups::Hierarchy],
+    ) -> Result<StartedCtr, String> {
+        match self {
+            Engine::Runc(runc) => {
+                let (pid, stdout, stderr) = runc.run(&c.id, &c.bundle).await?;
+                let init = Init::open(pid).map_err(|e| format!("pidfd of {pid}: {e}"))?;
+                Ok((init, Box::new(stdout), Box::new(stderr)))
+            }
+            Engine::Native(native) => {
+                cgroups::create(hierarchies, &c.cgroups_path, c.resources.as_ref())
+                    .map_err(|e| format!("cgroups: {e}"))?;
+                let started = native.start(&c.bundle).await?;
+                let pid = started.pid;
+                // Open at once: the app is wisp's unreaped child, so the pid is its own.
+                let init = Init::open(pid).map_err(|e| format!("pidfd of {pid}: {e}"))?;
+                native::write_pid(&c.bundle, pid).map_err(|e| format!("pid file: {e}"))?;
+                let stdout = tokio::process::ChildStdout::from_std(started.stdout)
+                    .map_err(|e| format!("stdout: {e}"))?;
+                let stderr = tokio::process::ChildStderr::from_std(started.stderr)
+                    .map_err(|e| format!("stderr: {e}"))?;
+                Ok((init, Box::new(stdout), Box::new(stderr)))
+            }
+        }
+    }
+
+    /// Removes what is left of a container whose app was reaped (or never started).
+    async fn delete(&self, c: &Ctr, hierarchies: &[cgroups::Hierarchy]) {
+        match self {
+            Engine::Runc(runc) => runc.delete(&c.id).await,
+            Engine::Native(_) => {
+                end_cgroup(hierarchies, &c.cgroups_path).await;
+                let _ = tokio::fs::remove_file(c.bundle.join(native::PID_FILE)).await;
+            }
+        }
+    }
+
+    fn exec_prefix(&self, c: &Ctr) -> Vec<String> {
+        match self {
+            Engine::Runc(runc) => runc.exec_prefix(&c.id),
+            Engine::Native(native) => native.exec_prefix(&c.bundle),
+        }
+    }
+}
+
+/// How long [`end_cgroup`] waits for killed processes to be gone.
+const CGROUP_EMPTY: Duration = Duration::from_secs(5);
+
+/// Kills whatever still runs in the cgroup `cgroups_path` (in any hierarchy), waits until
+/// it is empty and removes it.
+async fn end_cgroup(hierarchies: &[cgroups::Hierarchy], cgroups_path: &str) {
+    let dirs: Vec<PathBuf> = hierarchies
+        .iter()
+        .map(|h| cgroups::dir(h, cgroups_path))
+        .filter(|d| d.exists())
+        .collect();
+    let deadline = tokio::time::Instant::now() + CGROUP_EMPTY;
+    loop {
+        let left: BTreeSet<i32> = dirs.iter().flat_map(|d| cgroups::procs(d)).collect();
+        if left.is_empty() {
+            break;
+        }
+        if tokio::time::Instant::now() > deadline {
+            tracing::warn!(
+                "cgroup {cgroups_path}: processes {left:?} still there {CGROUP_EMPTY:?} after \
+                 SIGKILL"
+            );
+            return;
+        }
+        for pid in left {
+            let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), Signal::SIGKILL);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    cgroups::remove(&dirs);
+}
+
 struct ContainerSandbox {
     containers: Vec<Ctr>,
     target: probe::Target,
-    runc: Runc,
+    engine: Engine,
+    hierarchies: Arc<[cgroups::Hierarchy]>,
     net: Network,
     n: u32,
     dir: PathBuf,
@@ -903,7 +1162,8 @@ impl Sandbox for ContainerSandbox {
         Box::pin(async move {
             let mut run = ContainerRun {
                 inits: Vec::new(),
-                runc: self.runc.clone(),
+                engine: self.engine.clone(),
+                hierarchies: self.hierarchies.clone(),
                 containers: self.containers.clone(),
                 terminating: AtomicBool::new(false),
             };
@@ -911,19 +1171,29 @@ impl Sandbox for ContainerSandbox {
                 Vec::new();
             for c in &self.containers {
                 let started = async {
+                    let t0 = std::time::Instant::now();
                     c.mount_rootfs().map_err(|e| e.to_string())?;
-                    let (pid, stdout, stderr) = self.runc.run(&c.id, &c.bundle).await?;
-                    let init = Init::open(pid).map_err(|e| format!("pidfd of {pid}: {e}"))?;
-                    Ok::<_, String>((init, stdout, stderr))
+                    let t1 = std::time::Instant::now();
+                    let started = self.engine.start(c, &self.hierarchies).await;
+                    // Where a start's time goes (`RUST_LOG=wisp_runtime=debug`).
+                    tracing::debug!(
+                        container = %c.id,
+                        root = ?t1 - t0,
+                        start = ?t1.elapsed(),
+                        "container started"
+                    );
+                    started
                 };
                 match started.await {
                     Ok((init, stdout, stderr)) => {
-                        outputs.push(("stdout", Box::new(stdout)));
-                        outputs.push(("stderr", Box::new(stderr)));
+                        outputs.push(("stdout", stdout));
+                        outputs.push(("stderr", stderr));
                         run.inits.push(init);
                     }
                     Err(e) => {
-                        // What did start goes again.
+                        // What did start goes again (and this one's cgroup, if made).
+                        self.engine.delete(c, &self.hierarchies).await;
+                        c.unmount_rootfs();
                         Box::new(run).finish().await;
                         return Err(e);
                     }
@@ -939,7 +1209,7 @@ impl Sandbox for ContainerSandbox {
     fn remove(self: Box<Self>) -> BoxFut<'static, ()> {
         Box::pin(async move {
             for c in &self.containers {
-                self.runc.delete(&c.id).await;
+                self.engine.delete(c, &self.hierarchies).await;
                 c.unmount_rootfs();
                 let _ = tokio::fs::remove_dir_all(&c.bundle).await;
             }
@@ -954,7 +1224,8 @@ impl Sandbox for ContainerSandbox {
 /// One run of a replica's containers; the first is the serving container.
 struct ContainerRun {
     inits: Vec<Init>,
-    runc: Runc,
+    engine: Engine,
+    hierarchies: Arc<[cgroups::Hierarchy]>,
     containers: Vec<Ctr>,
     /// SIGTERM was sent: the run is being stopped, and every container gets the grace
     /// period to exit, as in a pod; otherwise the run ends when the serving container does.
@@ -996,7 +1267,7 @@ impl Running for ContainerRun {
     fn finish(self: Box<Self>) -> BoxFut<'static, Option<String>> {
         Box::pin(async move {
             let mut this = *self;
-            // Read before `runc delete` removes the cgroup.
+            // Read before the cgroup is removed.
             let oom = this
                 .containers
                 .first()
@@ -1009,8 +1280,8 @@ impl Running for ContainerRun {
                     let _ = tokio::time::timeout(REAP, init.wait()).await;
                 }
             }
-            for c in &this.containers {
-                this.runc.delete(&c.id).await;
+            for c in this.containers.iter().take(this.inits.len()) {
+                this.engine.delete(c, &this.hierarchies).await;
                 c.unmount_rootfs();
             }
             oom.then(|| "OOMKilled".to_string())

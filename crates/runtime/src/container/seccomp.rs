@@ -7,7 +7,10 @@
 //! Kubernetes' default (no `seccompProfile`) is `Unconfined`, as the kubelet's
 //! `--seccomp-default` is off by default; so is wisp's.
 
-use std::collections::HashSet;
+use std::{
+    collections::{BTreeMap, HashSet},
+    sync::Mutex,
+};
 
 use oci_spec::{
     OciSpecError,
@@ -16,8 +19,10 @@ use oci_spec::{
         LinuxSeccompBuilder, LinuxSeccompOperator, LinuxSyscall, LinuxSyscallBuilder,
     },
 };
+use seccompiler::{BpfProgram, SeccompAction, TargetArch, sock_filter};
 use serde_json::Value;
 use wisp_api::serving::Container;
+use wisp_sync::lock;
 
 use crate::Failure;
 
@@ -228,6 +233,207 @@ pub(crate) fn runtime_default(
         .build()
 }
 
+/// A seccomp profile compiled to BPF for wisp's own runtime: the programs to install, in
+/// order. One BPF program has one action for every rule that matches (seccompiler's model),
+/// while a profile may give each rule its own: the rules that allow go into the first
+/// program, whose mismatch is the profile's default action; each other action gets a program
+/// of its own installed after it, which answers its syscalls with that action and allows
+/// the rest. The kernel runs every program and keeps the most restrictive answer, the last
+/// installed winning among equals: so `clone3` gets ENOSYS from its own program over the
+/// first program's EPERM, as from libseccomp's single filter.
+///
+/// Syscalls the target architecture does not have (`chown32` on x86_64) are left out, as
+/// libseccomp leaves them out. Only this architecture's native calls pass: the BPF starts
+/// with seccompiler's architecture check, which kills a process making 32-bit calls
+/// (containerd's profile also allows x86 and x32; see docs/differences.md).
+pub(crate) fn compile(profile: &LinuxSeccomp) -> Result<Vec<BpfProgram>, String> {
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|e| format!("seccomp on {}: {e}", std::env::consts::ARCH))?;
+    let default = action(
+        profile.default_action(),
+        profile.default_errno_ret(),
+        "defaultAction",
+    )?;
+    // Per action, per syscall: None if unconditional, else the OR of AND-ed conditions.
+    type Rules = BTreeMap<String, Option<Vec<Value>>>;
+    let mut groups: Vec<(SeccompAction, Rules)> = vec![(SeccompAction::Allow, Rules::new())];
+    for rule in profile.syscalls().iter().flatten() {
+        let act = action(rule.action(), rule.errno_ret(), "syscalls[].action")?;
+        let index = match groups.iter().position(|(a, _)| *a == act) {
+            Some(i) => i,
+            None => {
+                groups.push((act, Rules::new()));
+                groups.len() - 1
+            }
+        };
+        let args = rule.args().as_deref().unwrap_or_default();
+        let condition: Option<Value> = if args.is_empty() {
+            None
+        } else {
+            let conds = args.iter().map(condition).collect::<Result<Vec<_>, _>>()?;
+            Some(serde_json::json!({ "args": conds }))
+        };
+        for name in rule.names() {
+            if !known_syscall(arch, name) {
+                continue;
+            }
+            let entry = groups[index].1.entry(name.clone()).or_insert(Some(vec![]));
+            match (&condition, entry.as_mut()) {
+                // Unconditional wins over any condition.
+                (None, _) => *entry = None,
+                (Some(c), Some(list)) => list.push(c.clone()),
+                (Some(_), None) => {}
+            }
+        }
+    }
+    let mut programs = Vec::new();
+    for (i, (act, rules)) in groups.iter().enumerate() {
+        if rules.is_empty() {
+            continue;
+        }
+        let filter: Vec<Value> = rules
+            .iter()
+            .flat_map(|(name, conds)| match conds {
+                None => vec![serde_json::json!({ "syscall": name })],
+                Some(list) => list
+                    .iter()
+                    .map(|c| serde_json::json!({ "syscall": name, "args": c["args"] }))
+                    .collect(),
+            })
+            .collect();
+        let (mismatch, matched) = if i == 0 {
+            (&default, act)
+        } else {
+            (&SeccompAction::Allow, act)
+        };
+        let json = serde_json::json!({
+            "p": {
+                "mismatch_action": action_json(mismatch),
+                "match_action": action_json(matched),
+                "filter": filter,
+            }
+        });
+        let mut map = seccompiler::compile_from_json(json.to_string().as_bytes(), arch)
+            .map_err(|e| format!("compiling the seccomp profile: {e}"))?;
+        programs.push(map.remove("p").ok_or("seccompiler returned no program")?);
+    }
+    Ok(programs)
+}
+
+/// Whether `arch` has a syscall of that name (cached: asking compiles a filter).
+fn known_syscall(arch: TargetArch, name: &str) -> bool {
+    static KNOWN: Mutex<BTreeMap<String, bool>> = Mutex::new(BTreeMap::new());
+    if let Some(known) = lock(&KNOWN).get(name) {
+        return *known;
+    }
+    // Any two actions: seccompiler refuses a filter whose two are the same.
+    let probe = serde_json::json!({
+        "p": { "mismatch_action": "allow", "match_action": "trap", "filter": [{ "syscall": name }] }
+    });
+    let known = seccompiler::compile_from_json(probe.to_string().as_bytes(), arch).is_ok();
+    lock(&KNOWN).insert(name.to_owned(), known);
+    known
+}
+
+fn action(a: LinuxSeccompAction, errno: Option<u32>, field: &str) -> Result<SeccompAction, String> {
+    const EPERM: u32 = 1;
+    Ok(match a {
+        LinuxSeccompAction::ScmpActAllow => SeccompAction::Allow,
+        LinuxSeccompAction::ScmpActErrno => SeccompAction::Errno(errno.unwrap_or(EPERM)),
+        LinuxSeccompAction::ScmpActKill | LinuxSeccompAction::ScmpActKillThread => {
+            SeccompAction::KillThread
+        }
+        LinuxSeccompAction::ScmpActKillProcess => SeccompAction::KillProcess,
+        LinuxSeccompAction::ScmpActTrap => SeccompAction::Trap,
+        LinuxSeccompAction::ScmpActLog => SeccompAction::Log,
+        other => {
+            return Err(format!(
+                "seccomp {field} {other:?} is not supported by wisp's runtime"
+            ));
+        }
+    })
+}
+
+/// seccompiler's JSON for an action.
+fn action_json(a: &SeccompAction) -> Value {
+    match a {
+        SeccompAction::Allow => "allow".into(),
+        SeccompAction::Errno(n) => serde_json::json!({ "errno": n }),
+        SeccompAction::KillThread => "kill_thread".into(),
+        SeccompAction::KillProcess => "kill_process".into(),
+        SeccompAction::Log => "log".into(),
+        SeccompAction::Trace(n) => serde_json::json!({ "trace": n }),
+        SeccompAction::Trap => "trap".into(),
+    }
+}
+
+/// seccompiler's JSON for a runtime-spec argument condition (always the full 64 bits, as
+/// libseccomp compares).
+fn condition(arg: &oci_spec::runtime::LinuxSeccompArg) -> Result<Value, String> {
+    let op: Value = match arg.op() {
+        LinuxSeccompOperator::ScmpCmpNe => "ne".into(),
+        LinuxSeccompOperator::ScmpCmpLt => "lt".into(),
+        LinuxSeccompOperator::ScmpCmpLe => "le".into(),
+        LinuxSeccompOperator::ScmpCmpEq => "eq".into(),
+        LinuxSeccompOperator::ScmpCmpGe => "ge".into(),
+        LinuxSeccompOperator::ScmpCmpGt => "gt".into(),
+        LinuxSeccompOperator::ScmpCmpMaskedEq => {
+            // libseccomp: (arg & value) == valueTwo.
+            let compared = arg.value_two().unwrap_or(0);
+            return Ok(serde_json::json!({
+                "index": arg.index(), "type": "qword",
+                "op": { "masked_eq": arg.value() }, "val": compared,
+            }));
+        }
+    };
+    Ok(serde_json::json!({
+        "index": arg.index(), "type": "qword", "op": op, "val": arg.value(),
+    }))
+}
+
+/// Compiled programs as the bytes of a bundle's `seccomp.bpf`: per program its length in
+/// instructions (u32), then each `sock_filter` (code u16, jt u8, jf u8, k u32), little-endian.
+pub(crate) fn encode(programs: &[BpfProgram]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for p in programs {
+        out.extend_from_slice(&(p.len() as u32).to_le_bytes());
+        for i in p {
+            out.extend_from_slice(&i.code.to_le_bytes());
+            out.push(i.jt);
+            out.push(i.jf);
+            out.extend_from_slice(&i.k.to_le_bytes());
+        }
+    }
+    out
+}
+
+/// The programs [`encode`] wrote.
+pub(crate) fn decode(mut bytes: &[u8]) -> Result<Vec<BpfProgram>, String> {
+    let truncated = || "seccomp.bpf is truncated".to_string();
+    let mut programs = Vec::new();
+    while !bytes.is_empty() {
+        let (len, rest) = bytes.split_first_chunk::<4>().ok_or_else(truncated)?;
+        let len = u32::from_le_bytes(*len) as usize;
+        let size = len.checked_mul(8).ok_or_else(truncated)?;
+        if rest.len() < size {
+            return Err(truncated());
+        }
+        let (body, rest) = rest.split_at(size);
+        let program = body
+            .chunks_exact(8)
+            .map(|c| sock_filter {
+                code: u16::from_le_bytes([c[0], c[1]]),
+                jt: c[2],
+                jf: c[3],
+                k: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+            })
+            .collect();
+        programs.push(program);
+        bytes = rest;
+    }
+    Ok(programs)
+}
+
 #[cfg(test)]
 mod tests {
     use wisp_api::serving::SecurityContext;
@@ -329,5 +535,39 @@ mod tests {
             1,
             "allowed, not ENOSYS"
         );
+    }
+
+    #[test]
+    fn runtime_default_compiles_to_bpf_once_per_action() {
+        let caps: HashSet<Capability> = super::super::spec::DEFAULT_CAPS.into_iter().collect();
+        let profile = runtime_default(&caps).unwrap();
+        let programs = compile(&profile).unwrap();
+        // The allowlist (default EPERM), then clone3's ENOSYS.
+        assert_eq!(programs.len(), 2);
+        let ret = |p: &BpfProgram, k: u32| {
+            p.iter()
+                .any(|i| i.code == 0x06 /* BPF_RET|BPF_K */ && i.k == k)
+        };
+        const ALLOW: u32 = 0x7fff_0000;
+        const ERRNO: u32 = 0x0005_0000;
+        assert!(ret(&programs[0], ALLOW) && ret(&programs[0], ERRNO | 1));
+        assert!(ret(&programs[1], ERRNO | 38) && ret(&programs[1], ALLOW));
+        assert_eq!(decode(&encode(&programs)).unwrap(), programs);
+        assert!(decode(&encode(&programs)[..10]).is_err());
+        // Names this architecture lacks are left out rather than refused.
+        #[cfg(target_arch = "x86_64")]
+        assert!(!known_syscall(TargetArch::x86_64, "chown32"));
+        #[cfg(target_arch = "x86_64")]
+        assert!(known_syscall(TargetArch::x86_64, "chown"));
+    }
+
+    #[test]
+    fn unsupported_actions_are_named() {
+        let profile = LinuxSeccompBuilder::default()
+            .default_action(LinuxSeccompAction::ScmpActNotify)
+            .build()
+            .unwrap();
+        let err = compile(&profile).unwrap_err();
+        assert!(err.contains("defaultAction"), "{err}");
     }
 }

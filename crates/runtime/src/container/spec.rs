@@ -423,7 +423,7 @@ pub(crate) fn runtime_spec(plan: &Plan, b: &Bundle) -> Result<Spec, oci_spec::Oc
                 .destination(dest)
                 .typ("bind")
                 .source(source)
-                .options(vec!["rbind".into(), "ro".into()])
+                .options(vec!["rbind".into(), "ro".into(), "nodev".into()])
                 .build()?,
         );
     }
@@ -434,7 +434,8 @@ pub(crate) fn runtime_spec(plan: &Plan, b: &Bundle) -> Result<Spec, oci_spec::Oc
                 .destination(&v.destination)
                 .typ("bind")
                 .source(&v.source)
-                .options(vec!["rbind".into(), mode.into()])
+                // `nodev`: see `Ctr::mount_rootfs`.
+                .options(vec!["rbind".into(), mode.into(), "nodev".into()])
                 .build()?,
         );
     }
@@ -838,11 +839,11 @@ mod tests {
         assert_eq!(
             mount("/etc/config"),
             serde_json::json!({"destination": "/etc/config", "type": "bind",
-                "source": "/s/volumes/cfg", "options": ["rbind", "ro"]})
+                "source": "/s/volumes/cfg", "options": ["rbind", "ro", "nodev"]})
         );
         assert_eq!(
             mount("/scratch")["options"],
-            serde_json::json!(["rbind", "rw"])
+            serde_json::json!(["rbind", "rw", "nodev"])
         );
     }
 }

@@ -1,10 +1,13 @@
-//! The container platform against real runc, real namespaces and a real bridge.
+//! The container platform against real runtimes (wisp's own and runc), real namespaces and
+//! a real bridge.
 //!
 //! These need root and runc (CI has both; `.ci/run` installs runc). Without them each test
-//! prints why and returns. The image is a directory each test builds: the `hello` sample
-//! (built on demand), bash and sleep, with their shared libraries (`hostfs`). Every test
-//! has its own bridge, subnet and state directory (so they run in parallel), bounds every
-//! wait, and checks that its containers and namespaces are gone at the end.
+//! prints why and returns. Each scenario runs once per runtime (`native` and `runc`
+//! submodules of the scenario's name). The image is a directory each test builds: the
+//! `hello` sample (built on demand), bash and sleep, with their shared libraries
+//! (`hostfs`). Every test has its own bridge, subnet and state directory (so they run in
+//! parallel), bounds every wait, and checks that its containers and namespaces are gone at
+//! the end.
 
 use std::{
     net::SocketAddr,
@@ -18,7 +21,7 @@ use wisp_api::serving::{
     Capabilities, Container, ContainerPort, EnvVar, PodSpec, ResourceRequirements, SecurityContext,
 };
 
-use super::{ContainerOptions, ImageConfig, PreparedImage, hostfs::FixedImage};
+use super::{ContainerOptions, ImageConfig, PreparedImage, Runtime, hostfs::FixedImage};
 use crate::{
     Platform, ReplicaSpec, RevisionKey,
     process::{
@@ -26,6 +29,30 @@ use crate::{
         tests::{WAIT, all_ready, exec_probe, wait_for},
     },
 };
+
+/// Which runtime a test runs with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Rt {
+    Native,
+    Runc,
+}
+
+/// Runs scenario `$name(rt, n)` once per runtime: `$name::native` with bridge number `$n`,
+/// `$name::runc` with `$n + 100`.
+macro_rules! both_runtimes {
+    ($name:ident, $n:expr) => {
+        mod $name {
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn native() {
+                super::$name(super::Rt::Native, $n).await
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn runc() {
+                super::$name(super::Rt::Runc, $n + 100).await
+            }
+        }
+    };
+}
 
 /// Why these tests cannot run here, if they cannot.
 fn cannot_run() -> Option<String> {
@@ -56,15 +83,28 @@ fn bin_dir() -> PathBuf {
 fn hello_bin() -> PathBuf {
     let path = bin_dir().join("hello");
     if !path.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let ok = std::process::Command::new(cargo)
-            .args(["build", "-p", "wisp-samples", "--bin", "hello"])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "building the hello sample failed");
+        cargo_build(&["-p", "wisp-samples", "--bin", "hello"]);
     }
     path
+}
+
+fn cargo_build(args: &[&str]) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let ok = std::process::Command::new(cargo)
+        .arg("build")
+        .args(args)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cargo build {args:?} failed");
+}
+
+/// wisp's container helper as this crate builds it, always brought up to date: the init
+/// must be the code under test, not an older build.
+fn init_bin() -> PathBuf {
+    static BUILT: std::sync::Once = std::sync::Once::new();
+    BUILT.call_once(|| cargo_build(&["-p", "wisp-runtime", "--bin", "wisp-container-init"]));
+    bin_dir().join("wisp-container-init")
 }
 
 /// A rootfs with the `hello` sample at `/hello`, bash and sleep, and a `passwd`. No /tmp:
@@ -93,7 +133,7 @@ struct Fixture {
 
 impl Fixture {
     /// `n` makes the bridge (`wct<n>`) and subnet (`10.213.<n>.0/24`) this test's own.
-    fn new(n: u8) -> Fixture {
+    fn new(rt: Rt, n: u8) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let rootfs = dir.path().join("image");
         build_rootfs(&rootfs);
@@ -107,7 +147,12 @@ impl Fixture {
             state_dir: dir.path().join("state"),
             bridge: format!("wct{n}"),
             subnet: format!("10.213.{n}.0/24"),
-            runc: "runc".into(),
+            runtime: match rt {
+                Rt::Native => Runtime::Native {
+                    program: init_bin(),
+                },
+                Rt::Runc => Runtime::runc(),
+            },
         };
         let images = Arc::new(FixedImage(PreparedImage {
             rootfs,
@@ -132,8 +177,26 @@ impl Fixture {
         self.options.state_dir.join("runc")
     }
 
-    /// Containers runc knows under this test's root.
+    /// This test's containers: those runc knows under its root, and the cgroups of its
+    /// containers (wisp's runtime keeps no other state).
     fn containers(&self) -> Vec<String> {
+        let cgroups =
+            Path::new("/sys/fs/cgroup/memory").join(format!("wisp-{}", self.options.bridge));
+        let mut found: Vec<String> = std::fs::read_dir(cgroups)
+            .map(|d| {
+                d.filter_map(|e| e.ok())
+                    .filter(|e| e.path().is_dir())
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default();
+        found.extend(self.runc_containers());
+        found.sort();
+        found.dedup();
+        found
+    }
+
+    fn runc_containers(&self) -> Vec<String> {
         let out = std::process::Command::new("runc")
             .arg("--root")
             .arg(self.runc_root())
@@ -178,7 +241,7 @@ impl Fixture {
 
 impl Drop for Fixture {
     fn drop(&mut self) {
-        for id in self.containers() {
+        for id in self.runc_containers() {
             let _ = std::process::Command::new("runc")
                 .arg("--root")
                 .arg(self.runc_root())
@@ -258,10 +321,13 @@ async fn get(address: SocketAddr) -> String {
     out
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn two_replicas_listen_on_the_same_fixed_port_and_both_answer() {
+both_runtimes!(
+    two_replicas_listen_on_the_same_fixed_port_and_both_answer,
+    1
+);
+async fn two_replicas_listen_on_the_same_fixed_port_and_both_answer(rt: Rt, n: u8) {
     require_containers!();
-    let fx = Fixture::new(1);
+    let fx = Fixture::new(rt, n);
     let p = fx.platform();
     let s = spec(
         "fixed",
@@ -274,7 +340,10 @@ async fn two_replicas_listen_on_the_same_fixed_port_and_both_answer() {
     assert_ne!(addrs[0], addrs[1]);
     for a in &addrs {
         assert_eq!(a.port(), 8080, "{a}");
-        assert!(a.ip().to_string().starts_with("10.213.1."), "{a}");
+        assert!(
+            a.ip().to_string().starts_with(&format!("10.213.{n}.")),
+            "{a}"
+        );
         let answer = get(*a).await;
         assert!(answer.contains("Hello World!"), "{a}: {answer}");
     }
@@ -288,10 +357,10 @@ async fn two_replicas_listen_on_the_same_fixed_port_and_both_answer() {
     fx.assert_torn_down();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept() {
+both_runtimes!(a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept, 2);
+async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept(rt: Rt, n: u8) {
     require_containers!();
-    let fx = Fixture::new(2);
+    let fx = Fixture::new(rt, n);
     let p = fx.platform();
     tokio::time::timeout(WAIT, p.cleaned_up()).await.unwrap();
     // The bridge, and so the gateway's address, exists once a first replica runs.
@@ -303,7 +372,9 @@ async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept() {
     p.scale(&warm, 1);
     wait_for(&p, &warm.key, "ready", all_ready(1)).await;
     // Outbound: a listener on the host's side of the bridge (the replica's gateway).
-    let host = tokio::net::TcpListener::bind("10.213.2.1:0").await.unwrap();
+    let host = tokio::net::TcpListener::bind(format!("10.213.{n}.1:0"))
+        .await
+        .unwrap();
     let host_port = host.local_addr().unwrap().port();
     // bash's /dev/tcp: connect to the app over the sandbox's loopback, print the answer
     // (with builtins only: the image has no `cat`); then say hello to the host.
@@ -314,8 +385,8 @@ async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept() {
              printf 'GET / HTTP/1.0\\r\\nHost: x\\r\\n\\r\\n' >&3; \
              while IFS= read -r l <&3; do echo \"${{l%$'\\r'}}\"; done; \
              echo \"host=$(< /etc/hostname)\"; \
-             exec 4<>/dev/tcp/10.213.2.1/{host_port}; echo \"out from $HOSTNAME\" >&4; exec 4>&-; \
-             trap 'exec 5<>/dev/tcp/10.213.2.1/{host_port}; echo \"term $HOSTNAME\" >&5; exit 0' TERM; \
+             exec 4<>/dev/tcp/10.213.{n}.1/{host_port}; echo \"out from $HOSTNAME\" >&4; exec 4>&-; \
+             trap 'exec 5<>/dev/tcp/10.213.{n}.1/{host_port}; echo \"term $HOSTNAME\" >&5; exit 0' TERM; \
              while :; do sleep 0.1; done"
         ),
     );
@@ -373,10 +444,10 @@ async fn a_sidecar_reaches_the_app_on_localhost_and_logs_are_kept() {
     fx.assert_torn_down();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_app_ignoring_sigterm_is_killed_after_its_grace_period() {
+both_runtimes!(an_app_ignoring_sigterm_is_killed_after_its_grace_period, 3);
+async fn an_app_ignoring_sigterm_is_killed_after_its_grace_period(rt: Rt, n: u8) {
     require_containers!();
-    let fx = Fixture::new(3);
+    let fx = Fixture::new(rt, n);
     let p = fx.platform();
     let mut c = bash(
         "user-container",
@@ -401,10 +472,10 @@ async fn an_app_ignoring_sigterm_is_killed_after_its_grace_period() {
     fx.assert_torn_down();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_crash_is_recorded_with_its_exit_code_and_restarted() {
+both_runtimes!(a_crash_is_recorded_with_its_exit_code_and_restarted, 4);
+async fn a_crash_is_recorded_with_its_exit_code_and_restarted(rt: Rt, n: u8) {
     require_containers!();
-    let fx = Fixture::new(4);
+    let fx = Fixture::new(rt, n);
     let p = fx.platform();
     // Also what the runtime contract promises inside: a writable /tmp (the image has none),
     // the env, and the cgroup limits visible (v1 files here, v2 files elsewhere).
@@ -445,10 +516,10 @@ async fn a_crash_is_recorded_with_its_exit_code_and_restarted() {
     fx.assert_torn_down();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_memory_limit_is_enforced_and_reported_as_oom_killed() {
+both_runtimes!(a_memory_limit_is_enforced_and_reported_as_oom_killed, 5);
+async fn a_memory_limit_is_enforced_and_reported_as_oom_killed(rt: Rt, n: u8) {
     require_containers!();
-    let fx = Fixture::new(5);
+    let fx = Fixture::new(rt, n);
     let p = fx.platform();
     // printf builds a 200 MB string in bash's memory: far over the 32Mi limit.
     let mut c = bash(
@@ -471,12 +542,21 @@ async fn a_memory_limit_is_enforced_and_reported_as_oom_killed() {
 }
 
 #[test]
-fn what_an_earlier_run_left_is_removed_by_the_next() {
+fn what_an_earlier_run_left_is_removed_by_the_next_native() {
+    what_an_earlier_run_left_is_removed_by_the_next(Rt::Native, 6);
+}
+
+#[test]
+fn what_an_earlier_run_left_is_removed_by_the_next_runc() {
+    what_an_earlier_run_left_is_removed_by_the_next(Rt::Runc, 106);
+}
+
+fn what_an_earlier_run_left_is_removed_by_the_next(rt: Rt, n: u8) {
     if let Some(why) = cannot_run() {
         eprintln!("SKIPPED: {why}");
         return;
     }
-    let fx = Fixture::new(6);
+    let fx = Fixture::new(rt, n);
     let s = spec(
         "orphan",
         vec![hello("user-container")],
@@ -492,7 +572,7 @@ fn what_an_earlier_run_left_is_removed_by_the_next() {
         let state = std::fs::read_to_string(
             fx.options
                 .state_dir
-                .join("bundles/wct6-2-user-container/init.pid"),
+                .join(format!("bundles/wct{n}-2-user-container/init.pid")),
         )
         .unwrap();
         state.trim().parse::<i32>().unwrap()
@@ -517,10 +597,29 @@ fn what_an_earlier_run_left_is_removed_by_the_next() {
 }
 
 #[tokio::test]
-async fn without_runc_every_replica_fails_naming_the_fix() {
+async fn without_the_runtime_every_replica_fails_naming_the_fix() {
+    for (runtime, fix) in [
+        (
+            Runtime::Runc {
+                binary: "/nonexistent/runc".into(),
+            },
+            "apt-get install runc",
+        ),
+        (
+            Runtime::Native {
+                program: "/nonexistent/wisp".into(),
+            },
+            "helper binary \"/nonexistent/wisp\"",
+        ),
+    ] {
+        without_the_runtime(runtime, fix).await;
+    }
+}
+
+async fn without_the_runtime(runtime: Runtime, fix: &str) {
     let fx_dir = tempfile::tempdir().unwrap();
     let mut options = ContainerOptions::new(fx_dir.path().join("state"));
-    options.runc = "/nonexistent/runc".into();
+    options.runtime = runtime;
     options.bridge = "wct7".into();
     let images = Arc::new(FixedImage(PreparedImage {
         rootfs: fx_dir.path().into(),
@@ -538,7 +637,7 @@ async fn without_runc_every_replica_fails_naming_the_fix() {
     for r in r {
         let f = r.failure.unwrap();
         assert_eq!(f.reason, "ContainerRuntimeUnavailable");
-        assert!(f.message.contains("apt-get install runc"), "{}", f.message);
+        assert!(f.message.contains(fix), "{}", f.message);
     }
     p.shutdown().await;
 }
@@ -560,10 +659,16 @@ async fn bad_options_are_errors_naming_the_field() {
     assert!(e.to_string().contains("subnet"), "{e}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_security_context_and_seccomp_are_applied_and_run_as_non_root_is_enforced() {
+both_runtimes!(
+    the_security_context_and_seccomp_are_applied_and_run_as_non_root_is_enforced,
+    8
+);
+async fn the_security_context_and_seccomp_are_applied_and_run_as_non_root_is_enforced(
+    rt: Rt,
+    n: u8,
+) {
     require_containers!();
-    let fx = Fixture::new(8);
+    let fx = Fixture::new(rt, n);
     let p = fx.platform();
     // Reports what the kernel says about itself, then exits so the report is in last_exit.
     let mut c = bash(
@@ -666,10 +771,13 @@ fn config_map(greeting: &str) -> wisp_api::core::ConfigMap {
     c
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn secrets_and_config_maps_reach_env_and_mounted_files_which_follow_updates() {
+both_runtimes!(
+    secrets_and_config_maps_reach_env_and_mounted_files_which_follow_updates,
+    9
+);
+async fn secrets_and_config_maps_reach_env_and_mounted_files_which_follow_updates(rt: Rt, n: u8) {
     require_containers!();
-    let fx = Fixture::new(9);
+    let fx = Fixture::new(rt, n);
     let p = fx.platform();
     let objects = Arc::new(MemObjects::default());
     p.set_objects(objects.clone());
@@ -761,6 +869,113 @@ async fn secrets_and_config_maps_reach_env_and_mounted_files_which_follow_update
     p.remove(&s.key);
     wait_for(&p, &s.key, "removed", |r| r.is_empty().then_some(())).await;
     fx.assert_nothing_left();
+    p.shutdown().await;
+    fx.assert_torn_down();
+}
+
+/// An image whose pull reports progress, then waits for the test to let it finish.
+struct SlowPull {
+    image: PreparedImage,
+    release: tokio::sync::Notify,
+}
+
+impl super::ImageProvider for SlowPull {
+    fn prepare<'a>(
+        &'a self,
+        _image: &'a str,
+        _pull: &'a super::PullSecrets,
+        progress: &'a (dyn Fn(super::PullProgress) + Send + Sync),
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<PreparedImage, crate::Failure>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            progress(super::PullProgress {
+                done: 1_500_000,
+                total: 4_000_000,
+            });
+            self.release.notified().await;
+            Ok(self.image.clone())
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_in_progress_is_what_the_revision_waits_for() {
+    require_containers!();
+    let fx = Fixture::new(Rt::Native, 10);
+    let images = Arc::new(SlowPull {
+        image: fx.images.0.clone(),
+        release: tokio::sync::Notify::new(),
+    });
+    let p = ProcessPlatform::containers(fx.options.clone(), images.clone()).unwrap();
+    let s = spec(
+        "pulling",
+        vec![hello("user-container")],
+        Duration::from_secs(1),
+    );
+    p.scale(&s, 1);
+    let mut changes = p.changes();
+    let deadline = Instant::now() + WAIT;
+    let want = "Pulling image \"example.com/hello\": 1.5 MB of 4.0 MB";
+    while p.waiting(&s.key).as_deref() != Some(want) {
+        assert!(
+            Instant::now() < deadline,
+            "never waiting: {:?}",
+            p.waiting(&s.key)
+        );
+        let _ = tokio::time::timeout(Duration::from_millis(100), changes.recv()).await;
+    }
+    images.release.notify_one();
+    wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    assert_eq!(p.waiting(&s.key), None, "cleared once the sandbox is made");
+    p.shutdown().await;
+    fx.assert_torn_down();
+}
+
+/// An image that cannot be pulled.
+struct NoPull;
+
+impl super::ImageProvider for NoPull {
+    fn prepare<'a>(
+        &'a self,
+        image: &'a str,
+        _pull: &'a super::PullSecrets,
+        _progress: &'a (dyn Fn(super::PullProgress) + Send + Sync),
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<PreparedImage, crate::Failure>> + Send + 'a>,
+    > {
+        Box::pin(async move {
+            Err(crate::Failure {
+                reason: crate::podconfig::ERR_IMAGE_PULL.into(),
+                message: format!("Failed to pull image {image:?}: manifest unknown"),
+            })
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_that_keeps_failing_backs_off() {
+    require_containers!();
+    let fx = Fixture::new(Rt::Native, 11);
+    let p = ProcessPlatform::containers(fx.options.clone(), Arc::new(NoPull)).unwrap();
+    let s = spec(
+        "nopull",
+        vec![hello("user-container")],
+        Duration::from_secs(1),
+    );
+    p.scale(&s, 1);
+    // Retried with back-off (100 ms, doubling, in this fixture): the kubelet's reason for
+    // the wait, with the registry's answer.
+    let failure = wait_for(&p, &s.key, "ImagePullBackOff", |r| {
+        r.first()
+            .and_then(|r| r.failure.clone())
+            .filter(|f| f.reason == "ImagePullBackOff")
+    })
+    .await;
+    assert_eq!(
+        failure.message,
+        "Back-off pulling image: Failed to pull image \"example.com/hello\": manifest unknown"
+    );
     p.shutdown().await;
     fx.assert_torn_down();
 }

@@ -375,3 +375,38 @@ fn civil_dates() {
     assert_eq!(civil_from_days(19_782), (2024, 2, 29));
     assert_eq!(civil_from_days(20_416), (2025, 11, 24));
 }
+
+#[test]
+fn a_failed_pull_backs_off_as_the_kubelet_shows_it() {
+    let f = |reason: &str, message: &str| crate::Failure {
+        reason: reason.into(),
+        message: message.into(),
+    };
+    let pull = f(ERR_IMAGE_PULL, "Failed to pull image \"x\": unauthorized");
+    let cases = [
+        (
+            "first failure: as it was",
+            pull.clone(),
+            false,
+            pull.clone(),
+        ),
+        (
+            "again: back-off, with the last error",
+            pull.clone(),
+            true,
+            f(
+                IMAGE_PULL_BACK_OFF,
+                "Back-off pulling image: Failed to pull image \"x\": unauthorized",
+            ),
+        ),
+        (
+            "another reason: unchanged",
+            f(CONTAINER_CREATING, "volume"),
+            true,
+            f(CONTAINER_CREATING, "volume"),
+        ),
+    ];
+    for (what, failure, again, want) in cases {
+        assert_eq!(backing_off(failure, again), want, "{what}");
+    }
+}

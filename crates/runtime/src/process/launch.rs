@@ -49,7 +49,7 @@ pub(crate) trait Launcher: Send + Sync + 'static {
 }
 
 /// Who a sandbox is for.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct ReplicaInfo {
     pub key: RevisionKey,
     /// The replica's pod-style name (`hello-00001-1`).
@@ -59,6 +59,19 @@ pub(crate) struct ReplicaInfo {
     /// Where the pod's Secrets and ConfigMaps are read (env, volumes), at each sandbox
     /// creation and refresh, as the kubelet reads them when it creates a container.
     pub objects: Arc<dyn ObjectSource>,
+    /// Says what the sandbox's creation is waiting for (an image pull's progress); the
+    /// revision shows it until the sandbox is made.
+    pub waiting: Arc<dyn Fn(String) + Send + Sync>,
+}
+
+impl std::fmt::Debug for ReplicaInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplicaInfo")
+            .field("key", &self.key)
+            .field("name", &self.name)
+            .field("address", &self.address)
+            .finish_non_exhaustive()
+    }
 }
 
 impl ReplicaInfo {

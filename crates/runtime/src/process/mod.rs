@@ -77,6 +77,9 @@ use crate::{
     podconfig::{NoObjects, ObjectSource},
 };
 
+/// How often a change of what replicas wait for is announced ([`Inner::set_waiting`]).
+const WAITING_EVERY: Duration = Duration::from_millis(250);
+
 /// Tunables of the process runtime. The defaults suit a developer's machine.
 #[derive(Clone, Debug)]
 pub struct ProcessOptions {
@@ -158,6 +161,9 @@ pub(crate) struct Inner {
     cleaned_up: watch::Receiver<bool>,
     /// Where replicas read Secrets and ConfigMaps ([`ProcessPlatform::set_objects`]).
     objects: Mutex<Arc<dyn ObjectSource>>,
+    /// What each revision's replicas wait for while prepared ([`Platform::waiting`]), and
+    /// when a change was last announced.
+    waiting: Mutex<HashMap<RevisionKey, (String, std::time::Instant)>>,
 }
 
 #[derive(Default)]
@@ -306,6 +312,7 @@ impl ProcessPlatform {
             cleaned_up,
             options,
             objects: Mutex::new(Arc::new(NoObjects)),
+            waiting: Mutex::new(HashMap::new()),
         });
         let launcher = inner.launcher.clone();
         inner.spawn(async move {
@@ -356,6 +363,37 @@ impl Inner {
             entry.status != before
         };
         if changed {
+            self.notify(key);
+        }
+    }
+
+    /// Sets (or clears) what a revision's replicas wait for. Changes are announced at most
+    /// every [`WAITING_EVERY`], so that a pull's progress does not become a store write per
+    /// chunk; clearing is announced at once.
+    pub(crate) fn set_waiting(&self, key: &RevisionKey, message: Option<String>) {
+        let now = std::time::Instant::now();
+        let announce = {
+            let mut waiting = lock(&self.waiting);
+            match message {
+                None => waiting.remove(key).is_some(),
+                Some(m) => match waiting.get_mut(key) {
+                    Some((old, _)) if *old == m => false,
+                    Some((old, at)) => {
+                        *old = m;
+                        let due = now.duration_since(*at) >= WAITING_EVERY;
+                        if due {
+                            *at = now;
+                        }
+                        due
+                    }
+                    None => {
+                        waiting.insert(key.clone(), (m, now));
+                        true
+                    }
+                },
+            }
+        };
+        if announce {
             self.notify(key);
         }
     }
@@ -682,6 +720,10 @@ impl Platform for ProcessPlatform {
 
     fn changes(&self) -> broadcast::Receiver<RevisionKey> {
         self.inner.changes.subscribe()
+    }
+
+    fn waiting(&self, key: &RevisionKey) -> Option<String> {
+        lock(&self.inner.waiting).get(key).map(|(m, _)| m.clone())
     }
 
     fn logs(&self, key: &RevisionKey, tail: Option<usize>) -> Vec<LogLine> {

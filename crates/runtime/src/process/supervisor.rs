@@ -79,6 +79,8 @@ impl Replica {
         let mut backoff = Backoff::new(opts.backoff_initial, opts.backoff_max, opts.backoff_reset);
         let mut sandbox: Option<Box<dyn Sandbox>> = None;
         let mut restarted = false;
+        // Sandbox preparations that failed in a row.
+        let mut failed_preparations = 0u32;
         while !*stop.borrow() {
             let started = Instant::now();
             let end = match &sandbox {
@@ -88,11 +90,14 @@ impl Replica {
                 }
                 None => match self.inner.launcher.sandbox(self.info()).await {
                     Ok(created) => {
+                        failed_preparations = 0;
+                        self.inner.set_waiting(&self.key, None);
                         self.update(|s| s.failure = None);
                         sandbox = Some(created);
                         continue;
                     }
                     Err(failure) => {
+                        self.inner.set_waiting(&self.key, None);
                         tracing::warn!(
                             revision = %self.key,
                             replica = %self.name,
@@ -100,6 +105,9 @@ impl Replica {
                             failure.reason,
                             failure.message
                         );
+                        let failure =
+                            crate::podconfig::backing_off(failure, failed_preparations > 0);
+                        failed_preparations = failed_preparations.saturating_add(1);
                         self.update(|s| s.failure = Some(failure));
                         let delay = backoff.next_delay(started.elapsed());
                         // A reconcile of the revision (a Secret it references appeared,
@@ -145,12 +153,14 @@ impl Replica {
     }
 
     fn info(&self) -> ReplicaInfo {
+        let (inner, key) = (self.inner.clone(), self.key.clone());
         ReplicaInfo {
             key: self.key.clone(),
             name: self.name.clone(),
             spec: self.spec.clone(),
             address: self.address,
             objects: lock(&self.inner.objects).clone(),
+            waiting: Arc::new(move |message| inner.set_waiting(&key, Some(message))),
         }
     }
 
