@@ -163,6 +163,7 @@ async fn front_in(cfg: QueueConfig, hold_bound: usize, proxy: bool) -> Front {
                     client_addr: peer.ip(),
                     scheme: "http",
                     proxied_by_activator: false,
+                    arrived: None,
                 };
                 b.serve(req, ctx).await
             }

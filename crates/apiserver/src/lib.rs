@@ -25,6 +25,7 @@ pub mod jsonpath;
 pub mod listing;
 mod logs;
 pub mod managed;
+pub mod metrics;
 pub mod namespaces;
 pub mod negotiate;
 mod openapi;
@@ -170,6 +171,8 @@ pub fn router(state: ApiState) -> Router {
             inflight::limit,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
+        // Outermost: every answer is counted, a 401 or a 429 too.
+        .layer(middleware::from_fn(metrics::observe))
         .layer(axum::extract::DefaultBodyLimit::disable());
     Router::new()
         .route("/healthz", get(|| async { "ok" }))

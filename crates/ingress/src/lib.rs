@@ -106,6 +106,7 @@ impl Ingress {
             client_addr: peer.ip(),
             scheme: "http",
             proxied_by_activator: false,
+            arrived: None,
         };
         async move {
             match routed {

@@ -58,6 +58,10 @@ pub struct ForwardContext {
     pub scheme: &'static str,
     /// The request came through the activator (`K-Proxy-Request: activator`).
     pub proxied_by_activator: bool,
+    /// When the request reached its revision, if someone records its duration (the
+    /// activator sets it when the revision's metrics are on; the queue's own arrival
+    /// otherwise).
+    pub arrived: Option<tokio::time::Instant>,
 }
 
 /// Why [`ReplicaConnector::forward`] failed.

@@ -491,6 +491,7 @@ mod tests {
             client_addr: ip,
             scheme: "http",
             proxied_by_activator: false,
+            arrived: None,
         }
     }
 
@@ -708,6 +709,7 @@ mod tests {
         ]);
         let ctx = ForwardContext {
             proxied_by_activator: true,
+            arrived: None,
             ..v4()
         };
         prepare_request(&mut h, &ctx, false);
@@ -732,6 +734,7 @@ mod tests {
         ]);
         let ctx = ForwardContext {
             proxied_by_activator: true,
+            arrived: None,
             ..v4()
         };
         prepare_proxy_request(&mut h, &ctx, false);

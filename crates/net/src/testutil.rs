@@ -116,6 +116,7 @@ pub async fn proxy_with(connector: ReplicaConnector, opts: ServerOptions) -> Soc
                 client_addr: peer.ip(),
                 scheme: "http",
                 proxied_by_activator: false,
+                arrived: None,
             };
             match connector.forward(req, &ctx).await {
                 Ok(resp) => resp,

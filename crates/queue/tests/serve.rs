@@ -192,6 +192,7 @@ async fn front(queue: Arc<ReplicaQueue>) -> SocketAddr {
                             .headers()
                             .get("k-proxy-request")
                             .is_some_and(|v| v == "activator"),
+                        arrived: None,
                     };
                     let cancel = req
                         .headers()

@@ -7,6 +7,7 @@ mod dataplane;
 mod endpoint_sync;
 mod images;
 mod objects;
+mod observe;
 mod serve;
 mod stats_feed;
 mod tls;

@@ -100,6 +100,8 @@ pub struct ServeArgs {
     /// registries on loopback addresses always may, as Docker allows.
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
     pub insecure_registries: Vec<String>,
+    #[command(flatten)]
+    pub observe: crate::observe::ObserveArgs,
 }
 
 /// Where the API's URL is written on start (read by `wisp kubeconfig`).
@@ -173,6 +175,8 @@ async fn serve(
     // after the "listening" line must take the graceful path, not the default (die).
     let shutdown = shutdown_signal()?;
     let config = Arc::new(config);
+    let observing = crate::observe::Observing::new(&args.observe);
+    observing.install();
     // Namespaces are objects: `default` always exists, older stores get Namespaces for the
     // namespaces they use, and a namespace deletion an earlier run left unfinished finishes.
     wisp_apiserver::namespaces::bootstrap(&store).context("preparing namespaces")?;
@@ -245,6 +249,9 @@ async fn serve(
         }
     };
     let backends = Backends::new(args.activator_queue_depth, scaling.clone());
+    backends.observe(wisp_activator::backends::Observability {
+        metrics: observing.records_requests(),
+    });
     let endpoint_sync = tokio::spawn(crate::endpoint_sync::sync_endpoints(
         backends.clone(),
         store.clone(),
@@ -260,7 +267,7 @@ async fn serve(
     ));
     let ingress = Arc::new(Ingress {
         routing,
-        backends,
+        backends: backends.clone(),
         tag_header_routing: config.features.tag_header_based_routing == Flag::Enabled,
     });
     let (ingress_stop_tx, ingress_stop_rx) = tokio::sync::watch::channel(false);
@@ -315,6 +322,15 @@ async fn serve(
     }
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let metrics_server = observing
+        .serve_metrics(
+            crate::observe::collector::Revisions {
+                backends: backends.clone(),
+                scaling: scaling.clone(),
+            },
+            stop_rx.clone(),
+        )
+        .await?;
     let state = ApiState {
         writer: wisp_store::Batcher::start(store.clone(), "wisp-api-write")
             .context("starting the API's store writer")?,
@@ -397,6 +413,9 @@ async fn serve(
             Ok(Ok(())) => {}
             Ok(Err(e)) => tracing::warn!(error = %e, "API server task"),
             Err(_) => tracing::warn!("open API connections cut after the shutdown grace period"),
+        }
+        if let Some(h) = metrics_server {
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, h).await;
         }
     });
     stages.stage("stop controllers", async move {
