@@ -90,7 +90,14 @@ impl ApiState {
 
 /// The whole API as an axum router.
 pub fn router(state: ApiState) -> Router {
-    let api = Router::new()
+    router_with(state, None)
+}
+
+/// [`router`], with `extra` served under `/wisp/` behind the same authentication, bounds
+/// and metrics (what `wisp serve` adds besides the store's objects, such as `wisp top`'s
+/// figures).
+pub fn router_with(state: ApiState, extra: Option<Router>) -> Router {
+    let mut api = Router::new()
         // Discovery (discovery.rs): what kubectl asks before anything else.
         .route("/version", get(discovery::version))
         .route("/api", get(discovery::api))
@@ -161,7 +168,11 @@ pub fn router(state: ApiState) -> Router {
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}/{name}/log",
             get(logs::logs),
-        )
+        );
+    if let Some(extra) = extra {
+        api = api.nest_service("/wisp", extra);
+    }
+    let api = api
         .fallback(|| async { ApiError::path_not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         // Layers run bottom-up: authentication first, then the in-flight bounds (as in

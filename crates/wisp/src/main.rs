@@ -40,6 +40,9 @@ enum Command {
     /// Print a kubeconfig for this server (cluster, user and context `wisp`), or merge it
     /// into $KUBECONFIG / ~/.kube/config with --merge.
     Kubeconfig(cli::kubeconfig::KubeconfigArgs),
+    /// Per revision: replicas, concurrency, requests per second, p95 latency, panic mode
+    /// (`-w` refreshes).
+    Top(cli::top::TopArgs),
     /// Autoscaling tools: `wisp autoscale simulate` replays a load trace through the KPA.
     Autoscale(cli::autoscale::AutoscaleArgs),
     /// The local image store: load, ls, pull, tag, rm, prune, pack, save.
@@ -58,6 +61,7 @@ fn main() -> ExitCode {
         Command::Delete(args) => cli::delete::run(args),
         Command::Logs(args) => cli::logs::run(args),
         Command::Kubeconfig(args) => cli::kubeconfig::run(args).map(|()| true),
+        Command::Top(args) => cli::top::run(args),
         Command::Autoscale(args) => cli::autoscale::run(args),
         Command::Image(args) => cli::image::run(args),
     };

@@ -363,10 +363,24 @@ async fn serve(
     )?;
     eprintln!("wisp: API listening on {scheme}://{addr}");
 
+    let history = Arc::new(crate::observe::history::History::default());
+    let sampler = tokio::spawn(crate::observe::history::run(
+        history.clone(),
+        backends.clone(),
+        scaling.clone(),
+        stop_rx.clone(),
+    ));
     let server = tokio::spawn(crate::api_listener::serve(
         listener,
         tls.map(tokio_rustls::TlsAcceptor::from),
-        wisp_apiserver::router(state),
+        wisp_apiserver::router_with(
+            state,
+            Some(crate::observe::top::router(
+                backends.clone(),
+                scaling.clone(),
+                history.clone(),
+            )),
+        ),
         stop_rx.clone(),
     ));
 
@@ -380,6 +394,8 @@ async fn serve(
                 namespace: "default".into(),
             },
             files: args.apply.clone(),
+            wait: false,
+            timeout: std::time::Duration::ZERO,
         };
         // The client is blocking (reqwest::blocking); keep it off the async workers.
         tokio::task::spawn_blocking(move || {
@@ -417,6 +433,7 @@ async fn serve(
         if let Some(h) = metrics_server {
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, h).await;
         }
+        let _ = sampler.await;
     });
     stages.stage("stop controllers", async move {
         let _ = ctl_stop_tx.send(());

@@ -395,3 +395,149 @@ impl Drop for Prometheus {
         let _ = self.child.wait();
     }
 }
+
+#[test]
+fn apply_wait_follows_the_service_and_top_shows_its_revision() {
+    let s = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("hello.yaml");
+    std::fs::write(&file, service_yaml()).unwrap();
+    let out = s
+        .cli()
+        .args([
+            "apply",
+            "-f",
+            file.to_str().unwrap(),
+            "--wait",
+            "--timeout",
+            "60s",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Not a terminal: plain lines, one per stage seen, the last one the URL.
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines[0], "service.serving.knative.dev/hello created");
+    assert_eq!(
+        lines.last(),
+        Some(&"service/hello: ready at http://hello.default.example.com"),
+        "{stdout}"
+    );
+    assert!(
+        lines[1..].iter().all(|l| l.starts_with("service/hello: ")),
+        "{stdout}"
+    );
+    // It really is ready: the URL answers.
+    let r = client()
+        .get(format!("http://{}/", s.http_addr))
+        .header("host", HOST)
+        .send()
+        .unwrap();
+    assert_eq!(r.status(), 200);
+
+    // `wisp top`: the revision with its one replica (min-scale 1), its service, no panic.
+    let top = wait_for("top shows 1/1", Duration::from_secs(30), || {
+        let out = s.cli().arg("top").output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        text.lines()
+            .any(|l| {
+                l.split_whitespace().collect::<Vec<_>>()[..4] == [REV, "hello", "1/1", "0.0"][..]
+            })
+            .then_some(text)
+    });
+    let header: Vec<&str> = top.lines().next().unwrap().split_whitespace().collect();
+    assert_eq!(
+        header,
+        [
+            "NAME",
+            "SERVICE",
+            "REPLICAS",
+            "CONCURRENCY",
+            "RPS",
+            "P95",
+            "PANIC"
+        ]
+    );
+    assert!(top.contains(" no"), "{top}");
+
+    // A Service whose app exits: the wait ends non-zero with the revision's reason and
+    // message.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: bad\nspec:\n  template:\n    spec:\n      containers:\n      - command: [\"sh\", \"-c\", \"echo cannot start >&2; exit 3\"]\n",
+    )
+    .unwrap();
+    let out = s
+        .cli()
+        .args([
+            "apply",
+            "-f",
+            bad.to_str().unwrap(),
+            "--wait",
+            "--timeout",
+            "60s",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("error: service/bad failed: ExitCode3: Container failed with:"),
+        "{stderr}"
+    );
+
+    // A timeout says where the Service got to: an app that never listens.
+    let slow = dir.path().join("slow.yaml");
+    std::fs::write(
+        &slow,
+        "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: slow\nspec:\n  template:\n    spec:\n      containers:\n      - command: [\"sleep\", \"3600\"]\n",
+    )
+    .unwrap();
+    let out = s
+        .cli()
+        .args([
+            "apply",
+            "-f",
+            slow.to_str().unwrap(),
+            "--wait",
+            "--timeout",
+            "2s",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("error: service/slow not ready after 2s: starting replicas (0/1 ready)"),
+        "{stderr}"
+    );
+    let out = s
+        .cli()
+        .args([
+            "apply",
+            "-f",
+            bad.to_str().unwrap(),
+            "--wait",
+            "--timeout",
+            "0s",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("must be a positive duration"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -5,6 +5,8 @@
 //! `Scaling`) and the control plane's process-wide families (`wisp_metrics::control`).
 
 pub mod collector;
+pub mod history;
+pub mod top;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
