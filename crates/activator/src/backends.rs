@@ -77,6 +77,8 @@ impl Stats {
 pub struct Observability {
     /// Per-revision request durations by status class (`/metrics`, the console).
     pub metrics: bool,
+    /// The request log (`config-observability`), when on.
+    pub request_log: Option<Arc<wisp_queue::request_log::RequestLog>>,
 }
 
 /// The endpoints registry.
@@ -121,8 +123,20 @@ impl Backends {
 
     fn observe_for(&self, labels: RevisionLabels) -> Arc<Observe> {
         let o = self.observability.get().cloned().unwrap_or_default();
+        let log = o.request_log.map(|sink| {
+            Arc::new(wisp_queue::request_log::RevisionLog {
+                sink,
+                revision: wisp_api::config::request_log::RevisionInfo {
+                    name: labels.revision.clone(),
+                    namespace: labels.namespace.clone(),
+                    service: labels.service.clone(),
+                    configuration: labels.configuration.clone(),
+                },
+            })
+        });
         Arc::new(Observe {
             metrics: o.metrics.then(|| Arc::new(RequestMetrics::new(labels))),
+            log,
         })
     }
 
@@ -205,6 +219,9 @@ impl Backends {
         });
         if let Some(b) = &removed {
             b.close();
+            if let Some(log) = &b.observe().log {
+                log.sink.forget(&key.namespace, &key.name);
+            }
         }
         removed
     }

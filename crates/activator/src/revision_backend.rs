@@ -461,7 +461,7 @@ impl RevisionBackend {
             let mut tried: Vec<SocketAddr> = Vec::new();
             loop {
                 if self.hold.is_closed() {
-                    return self.answer(Synthetic::RevisionGone, &ctx);
+                    return self.answer(Synthetic::RevisionGone, &ctx, &req);
                 }
                 // Knative counts the requests that came through the activator apart.
                 ctx.proxied_by_activator = in_path || held;
@@ -512,7 +512,7 @@ impl RevisionBackend {
                     self.kpa.poke(&self.key);
                 }
                 let Some(waiter) = self.hold.register_at(!held, front) else {
-                    return self.answer(Synthetic::ActivatorQueueFull, &ctx);
+                    return self.answer(Synthetic::ActivatorQueueFull, &ctx, &req);
                 };
                 held = true;
                 front = false;
@@ -541,10 +541,10 @@ impl RevisionBackend {
                         front = wake == Wake::One;
                     }
                     Err(HoldError::Closed) => {
-                        return self.answer(Synthetic::RevisionGone, &ctx);
+                        return self.answer(Synthetic::RevisionGone, &ctx, &req);
                     }
                     Err(HoldError::Timeout) if Instant::now() >= overall => {
-                        return self.answer(Synthetic::ActivatorTimeout, &ctx);
+                        return self.answer(Synthetic::ActivatorTimeout, &ctx, &req);
                     }
                     Err(HoldError::Timeout) => tried.clear(),
                 }
@@ -552,12 +552,24 @@ impl RevisionBackend {
         }
     }
 
-    /// The activator answers the request itself (cold path: recorded at once).
-    fn answer(&self, why: Synthetic<'_>, ctx: &ForwardContext) -> Response<Body> {
+    /// The activator answers the request itself (cold path: recorded at once; logged
+    /// with no replica).
+    fn answer(
+        &self,
+        why: Synthetic<'_>,
+        ctx: &ForwardContext,
+        req: &Request<Incoming>,
+    ) -> Response<Body> {
+        let now = Instant::now();
         let resp = why.response();
-        self.observe
-            .answered(resp.status(), ctx.arrived, Instant::now());
-        resp
+        self.observe.answered(resp.status(), ctx.arrived, now);
+        match &self.observe.log {
+            Some(log) => match log.capture(req, ctx, ctx.arrived.unwrap_or(now)) {
+                Some(capture) => log.wrap(capture, "", "", resp),
+                None => resp,
+            },
+            None => resp,
+        }
     }
 
     /// Makes the caller the one waiter that re-checks on a timer for untracked slots (None if

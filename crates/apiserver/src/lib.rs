@@ -23,7 +23,7 @@ mod handlers;
 pub mod inflight;
 pub mod jsonpath;
 pub mod listing;
-mod logs;
+pub mod logs;
 pub mod managed;
 pub mod metrics;
 pub mod namespaces;
@@ -75,6 +75,8 @@ pub struct ApiState {
     pub inflight: inflight::InFlight,
     /// Bytes of request bodies buffered at once, across all requests.
     pub body_budget: inflight::BodyBudget,
+    /// The revisions' request logs (`…/log?container=queue-proxy`); None when off.
+    pub request_logs: Option<Arc<dyn logs::RequestLogs>>,
 }
 
 impl ApiState {

@@ -23,6 +23,7 @@ fn state(store: Store, stopping: tokio::sync::watch::Receiver<bool>) -> ApiState
         cpu: wisp_apiserver::cpu::CpuPool::new(1).unwrap(),
         inflight: wisp_apiserver::inflight::InFlight::default(),
         body_budget: wisp_apiserver::inflight::BodyBudget::default(),
+        request_logs: None,
     }
 }
 

@@ -54,6 +54,8 @@ pub enum Protocol {
 pub struct ForwardContext {
     /// The downstream client's IP (appended to `X-Forwarded-For`).
     pub client_addr: IpAddr,
+    /// The downstream client's port (with the IP, the request log's `RemoteAddr`).
+    pub client_port: u16,
     /// The downstream scheme (`"http"`), for `X-Forwarded-Proto`.
     pub scheme: &'static str,
     /// The request came through the activator (`K-Proxy-Request: activator`).

@@ -489,6 +489,7 @@ mod tests {
     fn ctx(ip: IpAddr) -> ForwardContext {
         ForwardContext {
             client_addr: ip,
+            client_port: 0,
             scheme: "http",
             proxied_by_activator: false,
             arrived: None,

@@ -21,6 +21,7 @@
 
 pub mod breaker;
 pub mod observe;
+pub mod request_log;
 pub mod stats;
 pub mod timeout;
 
@@ -38,6 +39,7 @@ use wisp_net::{Body, ForwardContext, ForwardError, ReplicaConnector, Synthetic};
 
 use crate::breaker::{Breaker, Permit, QueueFull};
 pub use crate::observe::Observe;
+use crate::request_log::{Capture, RevisionLog};
 use crate::stats::{RequestStats, Ticket};
 use crate::timeout::{Deadlines, TimeoutBody};
 
@@ -202,12 +204,19 @@ impl ReplicaQueue {
     ) -> impl Future<Output = Result<Response<Body>, Request<Incoming>>> + Send + 'a {
         async move {
             let start = Instant::now();
+            // Off: one branch. On: what the log line needs, before the request is sent.
+            let logged = match &self.shared.observe.log {
+                Some(log) => log
+                    .capture(&req, ctx, ctx.arrived.unwrap_or(start))
+                    .map(|c| (log, c)),
+                None => None,
+            };
             let Some(mut request) = InQueue::enter(&self.shared) else {
                 let resp = Synthetic::Draining.response();
                 self.shared
                     .observe
                     .answered(resp.status(), ctx.arrived, start);
-                return Ok(resp);
+                return Ok(self.logged(logged, resp));
             };
             request.count(start, ctx);
 
@@ -232,8 +241,10 @@ impl ReplicaQueue {
             let outcome = timeout::before_headers(&deadlines, &mut sleep, work).await;
             let headers_at = Instant::now();
             match outcome {
-                None => Ok(request.answer(Synthetic::QueueTimeout.response())),
-                Some(Err(QueueFull)) => Ok(request.answer(Synthetic::QueueFull.response())),
+                None => Ok(self.logged(logged, request.answer(Synthetic::QueueTimeout.response()))),
+                Some(Err(QueueFull)) => {
+                    Ok(self.logged(logged, request.answer(Synthetic::QueueFull.response())))
+                }
                 Some(Ok((admitted, Ok(resp)))) => {
                     request.status = resp.status().as_u16();
                     let (parts, body) = resp.into_parts();
@@ -242,7 +253,7 @@ impl ReplicaQueue {
                         _request: request,
                     };
                     let body = TimeoutBody::new(body, guard, deadlines, headers_at, sleep);
-                    Ok(Response::from_parts(parts, wisp_net::boxed(body)))
+                    Ok(self.logged(logged, Response::from_parts(parts, wisp_net::boxed(body))))
                 }
                 Some(Ok((admitted, Err(ForwardError::Unreached(req, err))))) => {
                     tracing::debug!(replica = %self.replica, %err, "replica unreachable; request handed back");
@@ -253,9 +264,23 @@ impl ReplicaQueue {
                 }
                 Some(Ok((_admitted, Err(ForwardError::Upstream(err))))) => {
                     tracing::warn!(replica = %self.replica, %err, "upstream failed mid-request");
-                    Ok(request.answer(Synthetic::UpstreamFailed.response()))
+                    Ok(self.logged(logged, request.answer(Synthetic::UpstreamFailed.response())))
                 }
             }
+        }
+    }
+
+    /// `resp`, written to the request log when its body ends (when the request is logged).
+    fn logged(
+        &self,
+        logged: Option<(&Arc<RevisionLog>, Box<Capture>)>,
+        resp: Response<Body>,
+    ) -> Response<Body> {
+        match logged {
+            Some((log, capture)) => {
+                log.wrap(capture, &self.replica, &self.addr().ip().to_string(), resp)
+            }
+            None => resp,
         }
     }
 

@@ -1,7 +1,8 @@
 //! What a revision's requests report besides the autoscaler's stats: their duration by
-//! status class (the revision's [`RequestMetrics`]). One [`Observe`] per revision, shared by
-//! the activator and every replica queue of the revision; everything in it is optional, and
-//! a request pays one branch per part that is off.
+//! status class (the revision's [`RequestMetrics`]) and the request log
+//! ([`RevisionLog`]). One [`Observe`] per revision, shared by the activator and every
+//! replica queue of the revision; everything in it is optional, and a request pays one
+//! branch per part that is off.
 
 use std::sync::Arc;
 
@@ -9,17 +10,21 @@ use hyper::StatusCode;
 use tokio::time::Instant;
 use wisp_metrics::RequestMetrics;
 
+use crate::request_log::RevisionLog;
+
 /// A revision's request observers (see the module doc).
 #[derive(Debug, Default)]
 pub struct Observe {
     /// `http.server.request.duration` of the revision.
     pub metrics: Option<Arc<RequestMetrics>>,
+    /// The revision's request log (`logging.request-log-template`).
+    pub log: Option<Arc<RevisionLog>>,
 }
 
 impl Observe {
     /// Whether anything records requests (the activator then notes their arrival).
     pub fn is_on(&self) -> bool {
-        self.metrics.is_some()
+        self.metrics.is_some() || self.log.is_some()
     }
 
     /// A request answered at once, with no body to wait for (a synthetic response).

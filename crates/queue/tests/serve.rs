@@ -187,6 +187,7 @@ async fn front(queue: Arc<ReplicaQueue>) -> SocketAddr {
                 async move {
                     let ctx = ForwardContext {
                         client_addr: peer.ip(),
+                        client_port: peer.port(),
                         scheme: "http",
                         proxied_by_activator: req
                             .headers()

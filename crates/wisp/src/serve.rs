@@ -249,8 +249,13 @@ async fn serve(
         }
     };
     let backends = Backends::new(args.activator_queue_depth, scaling.clone());
+    // Request logs (config-observability), kept per revision for `wisp logs --requests`.
+    let request_log = config.observability.request_log().map(|t| {
+        wisp_queue::request_log::RequestLog::new(t, config.observability.enable_probe_request_log)
+    });
     backends.observe(wisp_activator::backends::Observability {
         metrics: observing.records_requests(),
+        request_log: request_log.clone(),
     });
     let endpoint_sync = tokio::spawn(crate::endpoint_sync::sync_endpoints(
         backends.clone(),
@@ -347,6 +352,10 @@ async fn serve(
             args.max_mutating_requests_inflight,
         ),
         body_budget: wisp_apiserver::inflight::BodyBudget::default(),
+        request_logs: request_log.map(|l| {
+            Arc::new(crate::observe::request_logs::Api(l))
+                as Arc<dyn wisp_apiserver::logs::RequestLogs>
+        }),
     };
     let listener = tokio::net::TcpListener::bind(args.api_addr)
         .await

@@ -541,3 +541,97 @@ fn apply_wait_follows_the_service_and_top_shows_its_revision() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `wisp logs --requests` of the hello service (every line so far).
+fn request_log(s: &Server) -> Vec<String> {
+    let out = s
+        .cli()
+        .args(["logs", "--requests", "hello"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn request_logs_follow_the_template_and_a_bad_one_stops_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    // A template naming a field requests do not have: `wisp serve` refuses to start,
+    // naming the key, before it binds anything.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(
+        &bad,
+        "config-observability:\n  logging.enable-request-log: \"true\"\n  logging.request-log-template: '{{.Request.Nope}}'\n",
+    )
+    .unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let out = Command::new(common::wisp_bin())
+        .args(["serve", "--config", bad.to_str().unwrap(), "--data-dir"])
+        .arg(data.path())
+        .args(["--api-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
+        .args(["--local-addr", "127.0.0.1:0", "--metrics-addr", "off"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(
+            "config-observability: logging.request-log-template: template: can't evaluate field Request.Nope"
+        ),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("listening"), "{stderr}");
+
+    // A template over every part of the input; probes are not logged.
+    let cfg = dir.path().join("good.yaml");
+    std::fs::write(
+        &cfg,
+        "config-observability:\n  logging.enable-request-log: \"true\"\n  logging.request-log-template: '{{.Request.Method}} {{.Request.URL}} {{.Request.Host}} {{.Response.Code}} {{.Response.Size}} {{.Revision.Namespace}}/{{.Revision.Name}} {{.Revision.Service}} {{js .Request.UserAgent}} {{index .Request.Header \"X-Test\"}} {{.TraceID}}'\n",
+    )
+    .unwrap();
+    let s = Server::start_with(&["--config", cfg.to_str().unwrap()]);
+    s.apply(&service_yaml());
+    wait_for("hello ready", Duration::from_secs(60), || {
+        s.ready("services", "hello")
+    });
+    let c = client();
+    let body = c
+        .get(format!("http://{}/path?x=1", s.http_addr))
+        .header("host", HOST)
+        .header("user-agent", "test/1 \"q\"")
+        .header("x-test", "yes")
+        .header(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .send()
+        .unwrap()
+        .bytes()
+        .unwrap();
+    let probe = c
+        .get(format!("http://{}/", s.http_addr))
+        .header("host", HOST)
+        .header("k-network-probe", "queue")
+        .send()
+        .unwrap();
+    let _ = probe.bytes();
+    let lines = wait_for("the request's log line", Duration::from_secs(10), || {
+        let l = request_log(&s);
+        (!l.is_empty()).then_some(l)
+    });
+    assert_eq!(
+        lines,
+        [format!(
+            "GET /path?x=1 {HOST} 200 {} default/{REV} hello test/1 \\\"q\\\" [yes] 4bf92f3577b34da6a3ce929d0e0e4736",
+            body.len()
+        )],
+        "one line, the probe left out"
+    );
+}

@@ -443,6 +443,7 @@ impl Client {
         name: &str,
         follow: bool,
         tail: Option<usize>,
+        container: Option<&str>,
     ) -> Result<(usize, BufReader<Response>), ApiError> {
         let mut url = self.url(kind, Some(ns), Some(name));
         url.path_segments_mut()
@@ -455,6 +456,9 @@ impl Client {
             }
             if let Some(t) = tail {
                 q.append_pair("tailLines", &t.to_string());
+            }
+            if let Some(c) = container {
+                q.append_pair("container", c);
             }
         }
         let resp = self.send(self.request(Method::GET, url))?;

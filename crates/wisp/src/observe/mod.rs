@@ -6,6 +6,7 @@
 
 pub mod collector;
 pub mod history;
+pub mod request_logs;
 pub mod top;
 
 use std::net::SocketAddr;
