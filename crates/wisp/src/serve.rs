@@ -336,14 +336,34 @@ async fn serve(
             stop_rx.clone(),
         )
         .await?;
+    let auth = Arc::new(auth);
+    let history = Arc::new(crate::observe::history::History::default());
+    let sampler = tokio::spawn(crate::observe::history::run(
+        history.clone(),
+        backends.clone(),
+        scaling.clone(),
+        stop_rx.clone(),
+    ));
+    let console_server = observing
+        .serve_console(
+            crate::observe::console::Console {
+                store: store.clone(),
+                auth: auth.clone(),
+                scaling: scaling.clone(),
+                history: history.clone(),
+                platform: shared.clone(),
+            },
+            stop_rx.clone(),
+        )
+        .await?;
     let state = ApiState {
         writer: wisp_store::Batcher::start(store.clone(), "wisp-api-write")
             .context("starting the API's store writer")?,
         store: store.clone(),
         config,
-        auth: Some(Arc::new(auth)),
+        auth: Some(auth.clone()),
         user: ADMIN_USER.into(),
-        platform: Some(shared),
+        platform: Some(shared.clone()),
         stopping: stop_rx.clone(),
         cpu: wisp_apiserver::cpu::CpuPool::new(wisp_apiserver::cpu::default_threads())
             .context("starting the API's CPU pool")?,
@@ -372,13 +392,6 @@ async fn serve(
     )?;
     eprintln!("wisp: API listening on {scheme}://{addr}");
 
-    let history = Arc::new(crate::observe::history::History::default());
-    let sampler = tokio::spawn(crate::observe::history::run(
-        history.clone(),
-        backends.clone(),
-        scaling.clone(),
-        stop_rx.clone(),
-    ));
     let server = tokio::spawn(crate::api_listener::serve(
         listener,
         tls.map(tokio_rustls::TlsAcceptor::from),
@@ -439,7 +452,7 @@ async fn serve(
             Ok(Err(e)) => tracing::warn!(error = %e, "API server task"),
             Err(_) => tracing::warn!("open API connections cut after the shutdown grace period"),
         }
-        if let Some(h) = metrics_server {
+        for h in [metrics_server, console_server].into_iter().flatten() {
             let _ = tokio::time::timeout(SHUTDOWN_GRACE, h).await;
         }
         let _ = sampler.await;

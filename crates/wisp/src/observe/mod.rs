@@ -5,6 +5,7 @@
 //! `Scaling`) and the control plane's process-wide families (`wisp_metrics::control`).
 
 pub mod collector;
+pub mod console;
 pub mod history;
 pub mod request_logs;
 pub mod top;
@@ -18,6 +19,8 @@ use wisp_metrics::prometheus_client::registry::Registry;
 
 /// The Prometheus endpoint's default address (Knative's metrics port).
 pub const DEFAULT_METRICS_ADDR: &str = "127.0.0.1:9090";
+/// The console's default address (next to the API's 7070).
+pub const DEFAULT_CONSOLE_ADDR: &str = "127.0.0.1:7071";
 
 /// Where a listener goes: an address, or `off`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -44,6 +47,11 @@ pub struct ObserveArgs {
     /// without it and says so — an address given here must be free.
     #[arg(long, env = "WISP_METRICS_ADDR", value_name = "ADDR|off", value_parser = parse_listen)]
     pub metrics_addr: Option<Listen>,
+    /// Address of the web console (services, revisions, live charts, logs; sign in with
+    /// the API token), or `off`. Default 127.0.0.1:7071, given up (with a warning) when
+    /// taken; an address given here must be free.
+    #[arg(long, env = "WISP_CONSOLE_ADDR", value_name = "ADDR|off", value_parser = parse_listen)]
+    pub console_addr: Option<Listen>,
 }
 
 /// A listener to bind: where, and whether that was asked for (a default that is taken is
@@ -77,18 +85,45 @@ async fn bind(
 #[derive(Debug)]
 pub struct Observing {
     metrics: Option<(SocketAddr, bool)>,
+    console: Option<(SocketAddr, bool)>,
 }
 
 impl Observing {
     pub fn new(args: &ObserveArgs) -> Self {
         Observing {
             metrics: wanted(args.metrics_addr, DEFAULT_METRICS_ADDR),
+            console: wanted(args.console_addr, DEFAULT_CONSOLE_ADDR),
         }
     }
 
-    /// Whether the data plane records each request (its duration by status class).
+    /// Whether the data plane records each request (its duration by status class): for
+    /// `/metrics`, and for the console's and `wisp top`'s rates and latencies.
     pub fn records_requests(&self) -> bool {
-        self.metrics.is_some()
+        self.metrics.is_some() || self.console.is_some()
+    }
+
+    /// Binds and serves the console until `stop` turns true; `None` when off (or the
+    /// default address is taken).
+    pub async fn serve_console(
+        &self,
+        console: console::Console,
+        stop: tokio::sync::watch::Receiver<bool>,
+    ) -> anyhow::Result<Option<tokio::task::JoinHandle<()>>> {
+        let Some(want) = self.console else {
+            return Ok(None);
+        };
+        let Some(listener) = bind(want, "console", "--console-addr").await? else {
+            return Ok(None);
+        };
+        let bound = listener.local_addr()?;
+        tracing::info!(addr = %bound, "console listening");
+        eprintln!("wisp: console listening on http://{bound}/");
+        Ok(Some(tokio::spawn(crate::api_listener::serve(
+            listener,
+            None,
+            console::router(console),
+            stop,
+        ))))
     }
 
     /// Turns on the control plane's families (before the controllers start, so their work

@@ -97,7 +97,7 @@ impl Server {
         install_crypto_provider();
         // Ephemeral ports for the observability listeners too, unless the test sets them.
         let mut observe = Vec::new();
-        for flag in ["--metrics-addr"] {
+        for flag in ["--metrics-addr", "--console-addr"] {
             if !self.extra_args.iter().any(|a| a == flag) {
                 observe.extend([flag, "127.0.0.1:0"]);
             }
