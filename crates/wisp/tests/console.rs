@@ -53,7 +53,10 @@ fn the_console_shows_a_service_and_its_replicas_changing_live() {
     assert!(!s.console_addr.is_empty(), "the console is on by default");
     s.apply(&service_yaml());
     wait_for("auto ready", Duration::from_secs(60), || {
+        // Ready=True, not just a Ready condition: until then the route may not be in
+        // the ingress yet, and the first request would not reach the revision.
         s.ready("services", "auto")
+            .filter(|(st, _, _)| st == "True")
     });
 
     let shot = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("console.png");
