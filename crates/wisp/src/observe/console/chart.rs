@@ -207,9 +207,8 @@ impl Chart<'_> {
 
 /// A current value in a legend (two significant decimals at most).
 fn label_value(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else if v >= 100.0 {
+    // Whole numbers, and anything large enough that decimals are noise, without them.
+    if v.fract() == 0.0 || v >= 100.0 {
         format!("{v:.0}")
     } else {
         format!("{v:.2}")
