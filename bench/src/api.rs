@@ -82,6 +82,11 @@ impl Api {
         Ok(rv.parse()?)
     }
 
+    /// GETs `url` (under this API) and returns its body as text; a non-2xx is an error.
+    pub fn get_text(&self, url: &str) -> anyhow::Result<String> {
+        Ok(check(self.client.get(url).send()?)?.text()?)
+    }
+
     /// POSTs `object` to its collection (namespace and kind taken from the object).
     pub fn create(&self, plural: &str, object: &Value) -> anyhow::Result<Value> {
         let gv = object["apiVersion"].as_str().unwrap_or(SERVING);

@@ -32,6 +32,10 @@ pub struct Options {
     pub api_tls: bool,
     /// Extra `wisp serve` arguments.
     pub extra_args: Vec<String>,
+    /// `--metrics-addr` and `--console-addr` (an ephemeral port each by default, as
+    /// every other listener; `off` turns one off).
+    pub metrics_addr: String,
+    pub console_addr: String,
 }
 
 impl Options {
@@ -43,6 +47,8 @@ impl Options {
             stop_timeout: Duration::from_secs(30),
             api_tls: false,
             extra_args: Vec::new(),
+            metrics_addr: "127.0.0.1:0".into(),
+            console_addr: "127.0.0.1:0".into(),
         }
     }
 }
@@ -149,6 +155,8 @@ impl Server {
             .args((!opts.api_tls).then_some("--api-insecure-http"))
             // Every listener on an ephemeral port, so benchmarks can run side by side.
             .args(["--local-addr", "127.0.0.1:0"])
+            .args(["--metrics-addr", &opts.metrics_addr])
+            .args(["--console-addr", &opts.console_addr])
             .arg("--data-dir")
             .arg(data_dir.path())
             .stdin(Stdio::null())
@@ -201,6 +209,23 @@ impl Server {
             .context("reading the API token")?;
         server.api = Api::new(&url, token.trim())?;
         Ok(server)
+    }
+
+    /// The address a listener announced on stderr (`wisp: <what> listening on http://…`),
+    /// e.g. `metrics` or `console`; they are announced before the API, so they are known
+    /// once [`Server::start`] returned.
+    pub fn listening(&self, what: &str) -> Option<String> {
+        let prefix = format!("wisp: {what} listening on http://");
+        std::fs::read_to_string(&self.log_path)
+            .ok()?
+            .lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .map(|a| {
+                a.trim()
+                    .trim_end_matches("/metrics")
+                    .trim_end_matches('/')
+                    .to_string()
+            })
     }
 
     /// The API client (base URL and token of this server).

@@ -6,7 +6,8 @@ use std::{collections::HashMap, sync::Arc, time::Duration};
 
 use arc_swap::ArcSwap;
 use tokio::{sync::watch, time::Instant};
-use wisp_queue::{QueueConfig, Stat};
+use wisp_metrics::{RequestMetrics, RevisionLabels};
+use wisp_queue::{Observe, QueueConfig, Stat};
 use wisp_runtime::{ReplicaStatus, RevisionKey};
 
 use crate::revision_backend::{Kpa, RevisionBackend};
@@ -70,12 +71,23 @@ impl Stats {
     }
 }
 
+/// What the data plane records of each revision's requests besides the autoscaler's
+/// stats (issue #18). Fixed before the first backend is made; all off by default.
+#[derive(Clone, Debug, Default)]
+pub struct Observability {
+    /// Per-revision request durations by status class (`/metrics`, the console).
+    pub metrics: bool,
+    /// The request log (`config-observability`), when on.
+    pub request_log: Option<Arc<wisp_queue::request_log::RequestLog>>,
+}
+
 /// The endpoints registry.
 pub struct Backends {
     map: ArcSwap<Map>,
     hold_bound: usize,
     kpa: Kpa,
     stats: watch::Sender<Arc<Stats>>,
+    observability: std::sync::OnceLock<Observability>,
 }
 
 impl std::fmt::Debug for Backends {
@@ -99,6 +111,32 @@ impl Backends {
             hold_bound: hold_bound.max(1),
             kpa,
             stats: watch::channel(Arc::new(Stats::default())).0,
+            observability: std::sync::OnceLock::new(),
+        })
+    }
+
+    /// Sets what every backend made from now on records (call before the first `ensure`;
+    /// later calls are ignored).
+    pub fn observe(&self, o: Observability) {
+        let _ = self.observability.set(o);
+    }
+
+    fn observe_for(&self, labels: RevisionLabels) -> Arc<Observe> {
+        let o = self.observability.get().cloned().unwrap_or_default();
+        let log = o.request_log.map(|sink| {
+            Arc::new(wisp_queue::request_log::RevisionLog {
+                sink,
+                revision: wisp_api::config::request_log::RevisionInfo {
+                    name: labels.revision.clone(),
+                    namespace: labels.namespace.clone(),
+                    service: labels.service.clone(),
+                    configuration: labels.configuration.clone(),
+                },
+            })
+        });
+        Arc::new(Observe {
+            metrics: o.metrics.then(|| Arc::new(RequestMetrics::new(labels))),
+            log,
         })
     }
 
@@ -127,14 +165,31 @@ impl Backends {
     /// The backend of `key`, created with `cfg` if missing (a revision's settings never
     /// change: revisions are immutable). Returns it and whether it was created.
     pub fn ensure(&self, key: &RevisionKey, cfg: &QueueConfig) -> (Arc<RevisionBackend>, bool) {
+        let labels = RevisionLabels {
+            namespace: key.namespace.clone(),
+            revision: key.name.clone(),
+            ..RevisionLabels::default()
+        };
+        self.ensure_labelled(key, cfg, labels)
+    }
+
+    /// [`ensure`](Self::ensure), naming the revision's Service and Configuration in its
+    /// metrics.
+    pub fn ensure_labelled(
+        &self,
+        key: &RevisionKey,
+        cfg: &QueueConfig,
+        labels: RevisionLabels,
+    ) -> (Arc<RevisionBackend>, bool) {
         if let Some(b) = self.get(&key.namespace, &key.name) {
             return (b, false);
         }
-        let fresh = Arc::new(RevisionBackend::new(
+        let fresh = Arc::new(RevisionBackend::observed(
             key.clone(),
             cfg.clone(),
             self.hold_bound,
             self.kpa.clone(),
+            self.observe_for(labels),
         ));
         let mut created = false;
         self.map.rcu(|old| {
@@ -164,6 +219,9 @@ impl Backends {
         });
         if let Some(b) = &removed {
             b.close();
+            if let Some(log) = &b.observe().log {
+                log.sink.forget(&key.namespace, &key.name);
+            }
         }
         removed
     }

@@ -40,7 +40,7 @@ use hyper::{
 use tokio::time::Instant;
 use wisp_autoscaler::{ActivatorLink, RoutingMode};
 use wisp_net::{Body, BoxError, ForwardContext, Synthetic};
-use wisp_queue::{QueueConfig, ReplicaQueue};
+use wisp_queue::{Observe, QueueConfig, ReplicaQueue};
 use wisp_runtime::{ReplicaPhase, ReplicaStatus, RevisionKey};
 
 use crate::{
@@ -233,6 +233,8 @@ pub struct RevisionBackend {
     kpa: Kpa,
     /// Requests that arrived (for the per-second demand keep-alive and stats).
     requests: AtomicU64,
+    /// The revision's request metrics and log, shared with its replicas' queues.
+    observe: Arc<Observe>,
 }
 
 impl std::fmt::Debug for RevisionBackend {
@@ -251,6 +253,17 @@ impl RevisionBackend {
     /// A backend with no replicas yet; `hold_bound` requests may wait in the activator (for
     /// a replica, or for capacity while the KPA's mode puts the activator in the path).
     pub fn new(key: RevisionKey, cfg: QueueConfig, hold_bound: usize, kpa: Kpa) -> Self {
+        Self::observed(key, cfg, hold_bound, kpa, Arc::default())
+    }
+
+    /// [`new`](Self::new), recording every request in `observe`.
+    pub fn observed(
+        key: RevisionKey,
+        cfg: QueueConfig,
+        hold_bound: usize,
+        kpa: Kpa,
+        observe: Arc<Observe>,
+    ) -> Self {
         RevisionBackend {
             balancer: Balancer::new(Policy::for_cc(cfg.container_concurrency)),
             key,
@@ -261,7 +274,13 @@ impl RevisionBackend {
             untracked_poller: AtomicBool::new(false),
             kpa,
             requests: AtomicU64::new(0),
+            observe,
         }
+    }
+
+    /// The revision's request observers.
+    pub fn observe(&self) -> &Arc<Observe> {
+        &self.observe
     }
 
     pub fn key(&self) -> &RevisionKey {
@@ -325,10 +344,11 @@ impl RevisionBackend {
                     if let Some(old) = old {
                         old.queue().close_idle();
                     }
-                    Arc::new(Endpoint::new(ReplicaQueue::new(
+                    Arc::new(Endpoint::new(ReplicaQueue::observed(
                         r.name.clone(),
                         r.address,
                         self.cfg.clone(),
+                        self.observe.clone(),
                     )))
                 }
             };
@@ -428,6 +448,10 @@ impl RevisionBackend {
     ) -> impl Future<Output = Response<Body>> + Send + '_ {
         async move {
             self.requests.fetch_add(1, Ordering::Relaxed);
+            // Only read the clock when someone records the request's duration.
+            if self.observe.is_on() {
+                ctx.arrived = Some(Instant::now());
+            }
             let in_path = self.kpa.mode(&self.key) == RoutingMode::Proxy;
             let throttled = in_path && self.cfg.container_concurrency > 0;
             let deadline = (!self.cfg.timeout.is_zero()).then(|| Instant::now() + self.cfg.timeout);
@@ -437,7 +461,7 @@ impl RevisionBackend {
             let mut tried: Vec<SocketAddr> = Vec::new();
             loop {
                 if self.hold.is_closed() {
-                    return Synthetic::RevisionGone.response();
+                    return self.answer(Synthetic::RevisionGone, &ctx, &req);
                 }
                 // Knative counts the requests that came through the activator apart.
                 ctx.proxied_by_activator = in_path || held;
@@ -488,7 +512,7 @@ impl RevisionBackend {
                     self.kpa.poke(&self.key);
                 }
                 let Some(waiter) = self.hold.register_at(!held, front) else {
-                    return Synthetic::ActivatorQueueFull.response();
+                    return self.answer(Synthetic::ActivatorQueueFull, &ctx, &req);
                 };
                 held = true;
                 front = false;
@@ -517,14 +541,34 @@ impl RevisionBackend {
                         front = wake == Wake::One;
                     }
                     Err(HoldError::Closed) => {
-                        return Synthetic::RevisionGone.response();
+                        return self.answer(Synthetic::RevisionGone, &ctx, &req);
                     }
                     Err(HoldError::Timeout) if Instant::now() >= overall => {
-                        return Synthetic::ActivatorTimeout.response();
+                        return self.answer(Synthetic::ActivatorTimeout, &ctx, &req);
                     }
                     Err(HoldError::Timeout) => tried.clear(),
                 }
             }
+        }
+    }
+
+    /// The activator answers the request itself (cold path: recorded at once; logged
+    /// with no replica).
+    fn answer(
+        &self,
+        why: Synthetic<'_>,
+        ctx: &ForwardContext,
+        req: &Request<Incoming>,
+    ) -> Response<Body> {
+        let now = Instant::now();
+        let resp = why.response();
+        self.observe.answered(resp.status(), ctx.arrived, now);
+        match &self.observe.log {
+            Some(log) => match log.capture(req, ctx, ctx.arrived.unwrap_or(now)) {
+                Some(capture) => log.wrap(capture, "", "", resp),
+                None => resp,
+            },
+            None => resp,
         }
     }
 

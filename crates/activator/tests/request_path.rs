@@ -162,8 +162,10 @@ async fn front_in(cfg: QueueConfig, hold_bound: usize, proxy: bool) -> Front {
             async move {
                 let ctx = ForwardContext {
                     client_addr: peer.ip(),
+                    client_port: peer.port(),
                     scheme: "http",
                     proxied_by_activator: false,
+                    arrived: None,
                 };
                 b.serve(req, ctx).await
             }

@@ -24,8 +24,9 @@ mod handlers;
 pub mod inflight;
 pub mod jsonpath;
 pub mod listing;
-mod logs;
+pub mod logs;
 pub mod managed;
+pub mod metrics;
 pub mod namespaces;
 pub mod negotiate;
 mod openapi;
@@ -81,6 +82,8 @@ pub struct ApiState {
     /// What runs, as Kubernetes objects (Pods, Deployments, Services, Events, SKS,
     /// KIngress), served read-only from memory.
     pub views: wisp_views::Views,
+    /// The revisions' request logs (`…/log?container=queue-proxy`); None when off.
+    pub request_logs: Option<Arc<dyn logs::RequestLogs>>,
 }
 
 impl ApiState {
@@ -96,7 +99,14 @@ impl ApiState {
 
 /// The whole API as an axum router.
 pub fn router(state: ApiState) -> Router {
-    let api = Router::new()
+    router_with(state, None)
+}
+
+/// [`router`], with `extra` served under `/wisp/` behind the same authentication, bounds
+/// and metrics (what `wisp serve` adds besides the store's objects, such as `wisp top`'s
+/// figures).
+pub fn router_with(state: ApiState, extra: Option<Router>) -> Router {
+    let mut api = Router::new()
         // Discovery (discovery.rs): what kubectl asks before anything else.
         .route("/version", get(discovery::version))
         .route("/api", get(discovery::api))
@@ -178,7 +188,11 @@ pub fn router(state: ApiState) -> Router {
             get(views::get_scale)
                 .put(views::write_scale)
                 .patch(views::write_scale),
-        )
+        );
+    if let Some(extra) = extra {
+        api = api.nest_service("/wisp", extra);
+    }
+    let api = api
         .fallback(|| async { ApiError::path_not_found() })
         .method_not_allowed_fallback(|| async { ApiError::method_not_allowed() })
         // Layers run bottom-up: authentication first, then the in-flight bounds (as in
@@ -188,12 +202,14 @@ pub fn router(state: ApiState) -> Router {
             inflight::limit,
         ))
         .layer(middleware::from_fn_with_state(state.clone(), authenticate))
-        // Outermost: every answer about a built-in kind, errors from the layers above
-        // included, is re-encoded when the client asked for protobuf.
+        // Every answer about a built-in kind, errors from the layers above included, is
+        // re-encoded when the client asked for protobuf.
         .layer(middleware::from_fn_with_state(
             state.clone(),
             protobuf::respond::negotiate,
         ))
+        // Outermost: every answer is counted, a 401 or a 429 too.
+        .layer(middleware::from_fn(metrics::observe))
         .layer(axum::extract::DefaultBodyLimit::disable());
     Router::new()
         .route("/healthz", get(|| async { "ok" }))

@@ -22,6 +22,7 @@ fn state(store: Store, stopping: tokio::sync::watch::Receiver<bool>) -> ApiState
         inflight: wisp_apiserver::inflight::InFlight::default(),
         body_budget: wisp_apiserver::inflight::BodyBudget::default(),
         views: wisp_views::Views::default(),
+        request_logs: None,
     }
 }
 

@@ -27,6 +27,7 @@ fn state(views: wisp_views::Views) -> ApiState {
         inflight: wisp_apiserver::inflight::InFlight::default(),
         body_budget: wisp_apiserver::inflight::BodyBudget::default(),
         views,
+        request_logs: None,
     }
 }
 

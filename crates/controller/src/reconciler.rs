@@ -208,6 +208,17 @@ pub trait Reconciler: Send + Sync + 'static {
         let _ = (ctx, event);
         Vec::new()
     }
+
+    /// The name of this reconciler's work queue in metrics: its type's name without
+    /// `Reconciler`, lower-case (`service`, `podautoscaler`, `labeler`, …).
+    fn name(&self) -> String {
+        let ty = std::any::type_name::<Self>();
+        let short = ty.rsplit("::").next().unwrap_or(ty);
+        short
+            .strip_suffix("Reconciler")
+            .unwrap_or(short)
+            .to_ascii_lowercase()
+    }
 }
 
 /// Something kept current from the store's events, like an informer's indexer (the

@@ -270,7 +270,7 @@ impl Router {
             ctx,
             queues: reconcilers
                 .iter()
-                .map(|r| (r.clone(), WorkQueue::new()))
+                .map(|r| (r.clone(), WorkQueue::named(&r.name())))
                 .collect(),
             observers,
             kinds: WATCHED.iter().map(|k| (resource(k), *k)).collect(),
@@ -606,9 +606,16 @@ async fn worker(
             retries
         );
         let (r, c, key) = (reconciler.clone(), ctx.clone(), k.clone());
+        let started = std::time::Instant::now();
         let outcome = exec
             .run(move || span.in_scope(|| r.reconcile(&c, &key)))
             .await;
+        if let Some(m) = queue.metrics() {
+            m.process.observe(started.elapsed());
+            if !matches!(outcome, Outcome::Returned(Ok(_))) {
+                m.errors.inc();
+            }
+        }
         match outcome {
             Outcome::Returned(Ok(Action::Done)) => queue.forget(&k),
             Outcome::Returned(Ok(Action::RequeueAfter(d))) => {
@@ -855,6 +862,27 @@ mod tests {
         testing::insert(&ctx, &child);
         eventually("owner fan-out", || seen("default/owner")).await;
         stop(h, tx).await;
+    }
+
+    #[test]
+    fn queue_names_are_the_reconcilers_types() {
+        let names: Vec<String> = crate::all_reconcilers()
+            .reconcilers
+            .iter()
+            .map(|r| r.name())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "service",
+                "configuration",
+                "revision",
+                "podautoscaler",
+                "route",
+                "labeler",
+                "gc"
+            ]
+        );
     }
 
     #[test]

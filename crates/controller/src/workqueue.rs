@@ -69,6 +69,7 @@ impl<K: Key> Default for WorkQueue<K> {
                     shut_down: false,
                 }),
                 notify: Notify::new(),
+                metrics: None,
             }),
         }
     }
@@ -88,6 +89,8 @@ impl<K: Key> std::fmt::Debug for WorkQueue<K> {
 struct Inner<K> {
     state: Mutex<State<K>>,
     notify: Notify,
+    /// `kn.workqueue.*` of this queue, when metrics are on.
+    metrics: Option<wisp_metrics::QueueMetrics>,
 }
 
 struct State<K> {
@@ -171,6 +174,29 @@ impl<K: Key> WorkQueue<K> {
         Self::default()
     }
 
+    /// A queue reporting Knative's `kn.workqueue.*` figures as `name`, when the process
+    /// records metrics ([`wisp_metrics::control`]).
+    pub fn named(name: &str) -> Self {
+        let mut q = Self::default();
+        if let Some(inner) = Arc::get_mut(&mut q.inner) {
+            inner.metrics = wisp_metrics::control().map(|c| c.queue(name));
+        }
+        q
+    }
+
+    /// This queue's metrics, if it reports any.
+    pub fn metrics(&self) -> Option<&wisp_metrics::QueueMetrics> {
+        self.inner.metrics.as_ref()
+    }
+
+    /// Publishes the ready keys' count (called with the state locked, after a change).
+    fn depth(&self, st: &State<K>) {
+        if let Some(m) = &self.inner.metrics {
+            m.depth
+                .set(i64::try_from(st.queue.len()).unwrap_or(i64::MAX));
+        }
+    }
+
     fn state(&self) -> MutexGuard<'_, State<K>> {
         wisp_sync::lock(&self.inner.state)
     }
@@ -182,7 +208,18 @@ impl<K: Key> WorkQueue<K> {
 
     /// [`add`](Self::add), saying why.
     pub fn add_why(&self, key: impl Into<K>, why: Why) {
-        let ready = self.state().add(key.into(), why);
+        let ready = {
+            let mut st = self.state();
+            let was = st.dirty.len();
+            let ready = st.add(key.into(), why);
+            if let Some(m) = &self.inner.metrics
+                && st.dirty.len() > was
+            {
+                m.adds.inc();
+            }
+            self.depth(&st);
+            ready
+        };
         if ready {
             self.inner.notify.notify_one();
         }
@@ -219,6 +256,9 @@ impl<K: Key> WorkQueue<K> {
             *n = n.saturating_add(1);
             backoff(*n)
         };
+        if let Some(m) = &self.inner.metrics {
+            m.retries.inc();
+        }
         self.add_after_why(key, delay, "retry");
     }
 
@@ -256,8 +296,15 @@ impl<K: Key> WorkQueue<K> {
                 if st.shut_down {
                     return None;
                 }
-                st.promote_due(Instant::now());
+                let before = st.dirty.len();
+                let promoted = st.promote_due(Instant::now());
+                if let Some(m) = &self.inner.metrics
+                    && promoted > 0
+                {
+                    m.adds.inc_by(st.dirty.len().saturating_sub(before) as u64);
+                }
                 if let Some(key) = st.queue.pop_front() {
+                    self.depth(&st);
                     st.dirty.remove(&key);
                     let why = st.why.remove(&key).unwrap_or("added");
                     st.processing.insert(key.clone());
@@ -292,12 +339,14 @@ impl<K: Key> WorkQueue<K> {
         let requeued = {
             let mut st = self.state();
             st.processing.remove(key);
-            if st.dirty.contains(key) && !st.shut_down {
+            let requeued = if st.dirty.contains(key) && !st.shut_down {
                 st.queue.push_back(key.to_owned());
                 true
             } else {
                 false
-            }
+            };
+            self.depth(&st);
+            requeued
         };
         if requeued {
             self.inner.notify.notify_one();

@@ -108,8 +108,10 @@ impl Ingress {
         }
         let ctx = ForwardContext {
             client_addr: peer.ip(),
+            client_port: peer.port(),
             scheme: "http",
             proxied_by_activator: false,
+            arrived: None,
         };
         async move {
             match routed {

@@ -54,10 +54,16 @@ pub enum Protocol {
 pub struct ForwardContext {
     /// The downstream client's IP (appended to `X-Forwarded-For`).
     pub client_addr: IpAddr,
+    /// The downstream client's port (with the IP, the request log's `RemoteAddr`).
+    pub client_port: u16,
     /// The downstream scheme (`"http"`), for `X-Forwarded-Proto`.
     pub scheme: &'static str,
     /// The request came through the activator (`K-Proxy-Request: activator`).
     pub proxied_by_activator: bool,
+    /// When the request reached its revision, if someone records its duration (the
+    /// activator sets it when the revision's metrics are on; the queue's own arrival
+    /// otherwise).
+    pub arrived: Option<tokio::time::Instant>,
 }
 
 /// Why [`ReplicaConnector::forward`] failed.

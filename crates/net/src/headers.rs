@@ -489,8 +489,10 @@ mod tests {
     fn ctx(ip: IpAddr) -> ForwardContext {
         ForwardContext {
             client_addr: ip,
+            client_port: 0,
             scheme: "http",
             proxied_by_activator: false,
+            arrived: None,
         }
     }
 
@@ -708,6 +710,7 @@ mod tests {
         ]);
         let ctx = ForwardContext {
             proxied_by_activator: true,
+            arrived: None,
             ..v4()
         };
         prepare_request(&mut h, &ctx, false);
@@ -732,6 +735,7 @@ mod tests {
         ]);
         let ctx = ForwardContext {
             proxied_by_activator: true,
+            arrived: None,
             ..v4()
         };
         prepare_proxy_request(&mut h, &ctx, false);

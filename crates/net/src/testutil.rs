@@ -114,8 +114,10 @@ pub async fn proxy_with(connector: ReplicaConnector, opts: ServerOptions) -> Soc
         async move {
             let ctx = ForwardContext {
                 client_addr: peer.ip(),
+                client_port: peer.port(),
                 scheme: "http",
                 proxied_by_activator: false,
+                arrived: None,
             };
             match connector.forward(req, &ctx).await {
                 Ok(resp) => resp,

@@ -20,6 +20,8 @@
 //! once a second by whoever feeds the autoscaler.
 
 pub mod breaker;
+pub mod observe;
+pub mod request_log;
 pub mod stats;
 pub mod timeout;
 
@@ -36,6 +38,8 @@ use tokio::time::Instant;
 use wisp_net::{Body, ForwardContext, ForwardError, ReplicaConnector, Synthetic};
 
 use crate::breaker::{Breaker, Permit, QueueFull};
+pub use crate::observe::Observe;
+use crate::request_log::{Capture, RevisionLog};
 use crate::stats::{RequestStats, Ticket};
 use crate::timeout::{Deadlines, TimeoutBody};
 
@@ -101,11 +105,24 @@ struct Shared {
     in_flight: AtomicUsize,
     draining: AtomicBool,
     idle: Notify,
+    /// The revision's request metrics and log (shared by its replicas' queues).
+    observe: Arc<Observe>,
 }
 
 impl ReplicaQueue {
-    /// The queue of replica `replica` listening on `addr`.
+    /// The queue of replica `replica` listening on `addr`, recording nothing but the
+    /// autoscaler's stats.
     pub fn new(replica: String, addr: SocketAddr, cfg: QueueConfig) -> Arc<ReplicaQueue> {
+        Self::observed(replica, addr, cfg, Arc::default())
+    }
+
+    /// [`new`](Self::new), also recording each request in the revision's `observe`.
+    pub fn observed(
+        replica: String,
+        addr: SocketAddr,
+        cfg: QueueConfig,
+        observe: Arc<Observe>,
+    ) -> Arc<ReplicaQueue> {
         let cc = cfg.container_concurrency;
         let breaker = (cc > 0).then(|| Breaker::new(cc, cc.saturating_mul(QUEUE_DEPTH_PER_CC)));
         let max_idle = if cc == 0 {
@@ -124,6 +141,7 @@ impl ReplicaQueue {
                 in_flight: AtomicUsize::new(0),
                 draining: AtomicBool::new(false),
                 idle: Notify::new(),
+                observe,
             }),
         })
     }
@@ -186,10 +204,21 @@ impl ReplicaQueue {
     ) -> impl Future<Output = Result<Response<Body>, Request<Incoming>>> + Send + 'a {
         async move {
             let start = Instant::now();
-            let Some(mut request) = InQueue::enter(&self.shared) else {
-                return Ok(Synthetic::Draining.response());
+            // Off: one branch. On: what the log line needs, before the request is sent.
+            let logged = match &self.shared.observe.log {
+                Some(log) => log
+                    .capture(&req, ctx, ctx.arrived.unwrap_or(start))
+                    .map(|c| (log, c)),
+                None => None,
             };
-            request.count(start, ctx.proxied_by_activator);
+            let Some(mut request) = InQueue::enter(&self.shared) else {
+                let resp = Synthetic::Draining.response();
+                self.shared
+                    .observe
+                    .answered(resp.status(), ctx.arrived, start);
+                return Ok(self.logged(logged, resp));
+            };
+            request.count(start, ctx);
 
             let deadlines = Deadlines::new(
                 start,
@@ -212,16 +241,19 @@ impl ReplicaQueue {
             let outcome = timeout::before_headers(&deadlines, &mut sleep, work).await;
             let headers_at = Instant::now();
             match outcome {
-                None => Ok(Synthetic::QueueTimeout.response()),
-                Some(Err(QueueFull)) => Ok(Synthetic::QueueFull.response()),
+                None => Ok(self.logged(logged, request.answer(Synthetic::QueueTimeout.response()))),
+                Some(Err(QueueFull)) => {
+                    Ok(self.logged(logged, request.answer(Synthetic::QueueFull.response())))
+                }
                 Some(Ok((admitted, Ok(resp)))) => {
+                    request.status = resp.status().as_u16();
                     let (parts, body) = resp.into_parts();
                     let guard = Finish {
                         _admitted: admitted,
                         _request: request,
                     };
                     let body = TimeoutBody::new(body, guard, deadlines, headers_at, sleep);
-                    Ok(Response::from_parts(parts, wisp_net::boxed(body)))
+                    Ok(self.logged(logged, Response::from_parts(parts, wisp_net::boxed(body))))
                 }
                 Some(Ok((admitted, Err(ForwardError::Unreached(req, err))))) => {
                     tracing::debug!(replica = %self.replica, %err, "replica unreachable; request handed back");
@@ -232,9 +264,23 @@ impl ReplicaQueue {
                 }
                 Some(Ok((_admitted, Err(ForwardError::Upstream(err))))) => {
                     tracing::warn!(replica = %self.replica, %err, "upstream failed mid-request");
-                    Ok(Synthetic::UpstreamFailed.response())
+                    Ok(self.logged(logged, request.answer(Synthetic::UpstreamFailed.response())))
                 }
             }
+        }
+    }
+
+    /// `resp`, written to the request log when its body ends (when the request is logged).
+    fn logged(
+        &self,
+        logged: Option<(&Arc<RevisionLog>, Box<Capture>)>,
+        resp: Response<Body>,
+    ) -> Response<Body> {
+        match logged {
+            Some((log, capture)) => {
+                log.wrap(capture, &self.replica, &self.addr().ip().to_string(), resp)
+            }
+            None => resp,
         }
     }
 
@@ -284,13 +330,17 @@ impl ReplicaQueue {
 }
 
 /// A request inside the queue (arrived, not finished). Dropping it takes it out of the stats
-/// and of the drain count.
+/// and of the drain count, and records it in the revision's metrics.
 #[derive(Debug)]
 struct InQueue {
     shared: Arc<Shared>,
     ticket: Option<Ticket>,
     /// Retried elsewhere: remove it from the stats instead of recording its end.
     forget_at: Option<Instant>,
+    /// When the request reached the revision (the activator), for its duration.
+    arrived: Instant,
+    /// The status it was answered with (0 until then).
+    status: u16,
 }
 
 impl InQueue {
@@ -302,12 +352,21 @@ impl InQueue {
             shared: shared.clone(),
             ticket: None,
             forget_at: None,
+            arrived: Instant::now(),
+            status: 0,
         };
         (!shared.draining.load(Ordering::SeqCst)).then_some(this)
     }
 
-    fn count(&mut self, now: Instant, proxied: bool) {
-        self.ticket = Some(self.shared.stats.request_in(now, proxied));
+    fn count(&mut self, now: Instant, ctx: &ForwardContext) {
+        self.ticket = Some(self.shared.stats.request_in(now, ctx.proxied_by_activator));
+        self.arrived = ctx.arrived.unwrap_or(now);
+    }
+
+    /// The queue answers `resp` itself.
+    fn answer(&mut self, resp: Response<Body>) -> Response<Body> {
+        self.status = resp.status().as_u16();
+        resp
     }
 
     fn forget(mut self, now: Instant) {
@@ -320,7 +379,13 @@ impl Drop for InQueue {
         if let Some(t) = self.ticket {
             match self.forget_at {
                 Some(at) => self.shared.stats.cancel(t, at),
-                None => self.shared.stats.request_out(t, Instant::now()),
+                None => {
+                    let now = Instant::now();
+                    self.shared.stats.request_out(t, now);
+                    if self.status != 0 {
+                        self.shared.observe.finished(self.status, self.arrived, now);
+                    }
+                }
             }
         }
         if self.shared.active.fetch_sub(1, Ordering::SeqCst) == 1 {

@@ -187,11 +187,13 @@ async fn front(queue: Arc<ReplicaQueue>) -> SocketAddr {
                 async move {
                     let ctx = ForwardContext {
                         client_addr: peer.ip(),
+                        client_port: peer.port(),
                         scheme: "http",
                         proxied_by_activator: req
                             .headers()
                             .get("k-proxy-request")
                             .is_some_and(|v| v == "activator"),
+                        arrived: None,
                     };
                     let cancel = req
                         .headers()

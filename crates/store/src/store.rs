@@ -265,7 +265,9 @@ impl Store {
         }
         let mut lent = Lent(self, false);
         let out = f();
+        let started = std::time::Instant::now();
         let committed = self.with_conn(|conn| conn.execute_batch("COMMIT"));
+        record_commit(started);
         lent.1 = committed.is_ok();
         drop(lent);
         if committed.is_ok() {
@@ -334,7 +336,10 @@ impl Store {
         self.set_durability(&conn)?;
         let mut tx = WriteTx::begin(&conn, self.inner.options.event_history, false)?;
         let out = f(&mut tx)?;
-        if let Some(rev) = tx.commit()? {
+        let started = std::time::Instant::now();
+        let rev = tx.commit()?;
+        record_commit(started);
+        if let Some(rev) = rev {
             self.publish(rev);
         }
         Ok(out)
@@ -823,5 +828,13 @@ impl Store {
             &obj.to_string(),
         )?;
         Ok(obj)
+    }
+}
+
+/// Records one commit (begun at `started`) as `wisp_store_write_duration_seconds`: the
+/// COMMIT, which is where a durable write waits for its fsync.
+fn record_commit(started: std::time::Instant) {
+    if let Some(m) = wisp_metrics::control() {
+        m.store_write(started.elapsed());
     }
 }

@@ -135,9 +135,18 @@ impl Sync {
             }
         };
         let key = RevisionKey::new(&rev.metadata.namespace, &rev.metadata.name);
-        let (b, created) = self
-            .backends
-            .ensure(&key, &queue_config(&rev, &self.config.load().defaults));
+        let label = |k: &str| rev.metadata.labels.get(k).cloned().unwrap_or_default();
+        let labels = wisp_metrics::RevisionLabels {
+            namespace: key.namespace.clone(),
+            service: label(wisp_api::labels::SERVICE),
+            configuration: label(wisp_api::labels::CONFIGURATION),
+            revision: key.name.clone(),
+        };
+        let (b, created) = self.backends.ensure_labelled(
+            &key,
+            &queue_config(&rev, &self.config.load().defaults),
+            labels,
+        );
         if created {
             debug!(revision = %key, "endpoint sync: backend added");
             b.set_replicas(&self.platform.replicas(&key));

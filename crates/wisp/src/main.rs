@@ -8,6 +8,7 @@ mod endpoint_sync;
 mod images;
 mod live_config;
 mod objects;
+mod observe;
 mod serve;
 mod stats_feed;
 mod tls;
@@ -32,7 +33,8 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the API server, controllers and data plane in one process.
-    Serve(serve::ServeArgs),
+    // Boxed: its flags are most of the enum's size, and every other command would carry it.
+    Serve(Box<serve::ServeArgs>),
     /// Create or update objects from manifest files (`-f`).
     Apply(cli::apply::ApplyArgs),
     /// List objects, or watch them with `-w`.
@@ -46,6 +48,9 @@ enum Command {
     /// Print a kubeconfig for this server (cluster, user and context `wisp`), or merge it
     /// into $KUBECONFIG / ~/.kube/config with --merge.
     Kubeconfig(cli::kubeconfig::KubeconfigArgs),
+    /// Per revision: replicas, concurrency, requests per second, p95 latency, panic mode
+    /// (`-w` refreshes).
+    Top(cli::top::TopArgs),
     /// Autoscaling tools: `wisp autoscale simulate` replays a load trace through the KPA.
     Autoscale(cli::autoscale::AutoscaleArgs),
     /// The local image store: load, ls, pull, tag, rm, prune, pack, save.
@@ -63,13 +68,14 @@ fn main() -> ExitCode {
     tls::install_default_provider();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Serve(args) => serve::run(args).map(|()| true),
+        Command::Serve(args) => serve::run(*args).map(|()| true),
         Command::Apply(args) => cli::apply::run(args),
         Command::Get(args) => cli::get::run(args),
         Command::Describe(args) => cli::describe::run(args),
         Command::Delete(args) => cli::delete::run(args),
         Command::Logs(args) => cli::logs::run(args),
         Command::Kubeconfig(args) => cli::kubeconfig::run(args).map(|()| true),
+        Command::Top(args) => cli::top::run(args),
         Command::Autoscale(args) => cli::autoscale::run(args),
         Command::Image(args) => cli::image::run(args),
     };

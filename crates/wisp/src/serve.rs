@@ -107,6 +107,8 @@ pub struct ServeArgs {
     /// registries on loopback addresses always may, as Docker allows.
     #[arg(long = "insecure-registry", value_name = "HOST[:PORT]")]
     pub insecure_registries: Vec<String>,
+    #[command(flatten)]
+    pub observe: crate::observe::ObserveArgs,
 }
 
 /// `--container-runtime`.
@@ -186,9 +188,11 @@ async fn serve(
     // Signal handlers go in before anything is announced: a SIGTERM that arrives right
     // after the "listening" line must take the graceful path, not the default (die).
     let shutdown = shutdown_signal()?;
-    // Namespaces are objects: `default` and `knative-serving` always exist, older stores get
-    // Namespaces for the namespaces they use, and a namespace deletion an earlier run left
-    // unfinished finishes.
+    let observing = crate::observe::Observing::new(&args.observe);
+    observing.install();
+    // Namespaces are objects: the system ones always exist, older stores get Namespaces for
+    // the namespaces they use, and a namespace deletion an earlier run left unfinished
+    // finishes.
     wisp_apiserver::namespaces::bootstrap(&store).context("preparing namespaces")?;
     // The configuration is Knative's ConfigMaps in knative-serving, seeded on first start.
     crate::live_config::seed(&store, &config_file).context("seeding the configuration")?;
@@ -276,6 +280,17 @@ async fn serve(
         }
     };
     let backends = Backends::new(args.activator_queue_depth, scaling.clone());
+    // Request logs (config-observability), kept per revision for `wisp logs --requests`.
+    // Read once, at start: an edit of config-observability is checked when written and
+    // takes effect at the next start (docs/differences.md).
+    let observability = config.load().observability.clone();
+    let request_log = observability.request_log().map(|t| {
+        wisp_queue::request_log::RequestLog::new(t, observability.enable_probe_request_log)
+    });
+    backends.observe(wisp_activator::backends::Observability {
+        metrics: observing.records_requests(),
+        request_log: request_log.clone(),
+    });
     let endpoint_sync = tokio::spawn(crate::endpoint_sync::sync_endpoints(
         backends.clone(),
         store.clone(),
@@ -313,7 +328,7 @@ async fn serve(
     ));
     let ingress = Arc::new(Ingress {
         routing,
-        backends,
+        backends: backends.clone(),
         config: config.clone(),
     });
     let (ingress_stop_tx, ingress_stop_rx) = tokio::sync::watch::channel(false);
@@ -375,14 +390,43 @@ async fn serve(
         wisp_views::ingress::gateway_services(ingress_addrs[0], ingress_addrs[1]),
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let metrics_server = observing
+        .serve_metrics(
+            crate::observe::collector::Revisions {
+                backends: backends.clone(),
+                scaling: scaling.clone(),
+            },
+            stop_rx.clone(),
+        )
+        .await?;
+    let auth = Arc::new(auth);
+    let history = Arc::new(crate::observe::history::History::default());
+    let sampler = tokio::spawn(crate::observe::history::run(
+        history.clone(),
+        backends.clone(),
+        scaling.clone(),
+        stop_rx.clone(),
+    ));
+    let console_server = observing
+        .serve_console(
+            crate::observe::console::Console {
+                store: store.clone(),
+                auth: auth.clone(),
+                scaling: scaling.clone(),
+                history: history.clone(),
+                platform: shared.clone(),
+            },
+            stop_rx.clone(),
+        )
+        .await?;
     let state = ApiState {
         writer: wisp_store::Batcher::start(store.clone(), "wisp-api-write")
             .context("starting the API's store writer")?,
         store: store.clone(),
         config,
-        auth: Some(Arc::new(auth)),
+        auth: Some(auth.clone()),
         user: ADMIN_USER.into(),
-        platform: Some(shared),
+        platform: Some(shared.clone()),
         stopping: stop_rx.clone(),
         cpu: wisp_apiserver::cpu::CpuPool::new(wisp_apiserver::cpu::default_threads())
             .context("starting the API's CPU pool")?,
@@ -392,6 +436,10 @@ async fn serve(
         ),
         body_budget: wisp_apiserver::inflight::BodyBudget::default(),
         views: views.clone(),
+        request_logs: request_log.map(|l| {
+            Arc::new(crate::observe::request_logs::Api(l))
+                as Arc<dyn wisp_apiserver::logs::RequestLogs>
+        }),
     };
     let listener = tokio::net::TcpListener::bind(args.api_addr)
         .await
@@ -411,7 +459,14 @@ async fn serve(
     let server = tokio::spawn(crate::api_listener::serve(
         listener,
         tls.map(tokio_rustls::TlsAcceptor::from),
-        wisp_apiserver::router(state),
+        wisp_apiserver::router_with(
+            state,
+            Some(crate::observe::top::router(
+                backends.clone(),
+                scaling.clone(),
+                history.clone(),
+            )),
+        ),
         stop_rx.clone(),
     ));
 
@@ -425,6 +480,8 @@ async fn serve(
                 namespace: "default".into(),
             },
             files: args.apply.clone(),
+            wait: false,
+            timeout: std::time::Duration::ZERO,
         };
         // The client is blocking (reqwest::blocking); keep it off the async workers.
         tokio::task::spawn_blocking(move || {
@@ -459,6 +516,10 @@ async fn serve(
             Ok(Err(e)) => tracing::warn!(error = %e, "API server task"),
             Err(_) => tracing::warn!("open API connections cut after the shutdown grace period"),
         }
+        for h in [metrics_server, console_server].into_iter().flatten() {
+            let _ = tokio::time::timeout(SHUTDOWN_GRACE, h).await;
+        }
+        let _ = sampler.await;
     });
     stages.stage("stop controllers", async move {
         let _ = ctl_stop_tx.send(());

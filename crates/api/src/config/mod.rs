@@ -8,6 +8,7 @@
 //! webhook; [`LiveConfig`] holds the configuration the ConfigMaps say now.
 
 mod parse;
+pub mod request_log;
 
 use std::{collections::BTreeMap, sync::Arc};
 
@@ -115,6 +116,42 @@ pub struct Config {
     pub gc: GcConfig,
     pub deployment: DeploymentConfig,
     pub features: FeaturesConfig,
+    pub observability: ObservabilityConfig,
+}
+
+/// `config-observability`'s request log keys (Knative's `pkg/observability/config.go`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ObservabilityConfig {
+    /// `logging.enable-request-log`.
+    pub enable_request_log: bool,
+    /// `logging.request-log-template` (Go template; "" writes no request log).
+    pub request_log_template: String,
+    /// `logging.enable-probe-request-log`.
+    pub enable_probe_request_log: bool,
+}
+
+impl Default for ObservabilityConfig {
+    fn default() -> Self {
+        ObservabilityConfig {
+            enable_request_log: false,
+            request_log_template: request_log::DEFAULT_TEMPLATE.to_string(),
+            enable_probe_request_log: false,
+        }
+    }
+}
+
+impl ObservabilityConfig {
+    /// The template to log requests with, when request logs are on: as Knative's
+    /// queue-proxy, either key turns them on, and an empty template keeps them off. The
+    /// template was checked when the config was read.
+    pub fn request_log(&self) -> Option<request_log::RequestLogTemplate> {
+        if !(self.enable_request_log || self.enable_probe_request_log)
+            || self.request_log_template.is_empty()
+        {
+            return None;
+        }
+        request_log::RequestLogTemplate::parse(&self.request_log_template).ok()
+    }
 }
 
 /// `config-autoscaler` (Knative's `pkg/autoscaler/config/config.go`).

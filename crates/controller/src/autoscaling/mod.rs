@@ -41,7 +41,7 @@ use crate::{
     reconciler::{Action, Context, Event, ObjectRef, ReconcileError, TypedReconciler},
 };
 pub use resources::KpaState;
-pub use scaling::{RevisionScale, RoutingMode, Scaling, since_epoch};
+pub use scaling::{KpaReport, RevisionScale, RoutingMode, Scaling, since_epoch};
 
 /// Reconciles `podautoscalers.autoscaling.internal.knative.dev`.
 #[derive(Debug, Default)]
@@ -109,13 +109,32 @@ fn publish_sks(
 
 /// Ready replicas of a revision.
 pub fn ready_replicas(ctx: &Context, key: &RevisionKey) -> u32 {
-    let n = ctx
-        .platform
-        .replicas(key)
-        .iter()
-        .filter(|r| r.phase == ReplicaPhase::Ready)
-        .count();
-    u32::try_from(n).unwrap_or(u32::MAX)
+    replica_counts(ctx, key).ready
+}
+
+/// A revision's replicas by state, as Knative's KPA counts pods.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReplicaCounts {
+    pub ready: u32,
+    pub not_ready: u32,
+    pub pending: u32,
+    pub terminating: u32,
+}
+
+/// Counts a revision's replicas by state: `Starting` is Kubernetes' pending (not ready
+/// once yet), `NotReady` and `BackOff` are running but not ready.
+pub fn replica_counts(ctx: &Context, key: &RevisionKey) -> ReplicaCounts {
+    let mut c = ReplicaCounts::default();
+    for r in ctx.platform.replicas(key) {
+        let n = match r.phase {
+            ReplicaPhase::Ready => &mut c.ready,
+            ReplicaPhase::Starting => &mut c.pending,
+            ReplicaPhase::NotReady | ReplicaPhase::BackOff => &mut c.not_ready,
+            ReplicaPhase::Terminating => &mut c.terminating,
+        };
+        *n = n.saturating_add(1);
+    }
+    c
 }
 
 /// Keyed by PodAutoscaler, but what it reconciles is the Revision of the same name: the PA
@@ -155,14 +174,15 @@ impl TypedReconciler for PodAutoscalerReconciler {
         let wall = (ctx.clock)();
         let now = since_epoch(wall);
         let spec = resources::decider_spec(&pa, &ctx.config.load());
-        let ready = ready_replicas(ctx, &key);
+        let counts = replica_counts(ctx, &key);
+        let ready = counts.ready;
         let observed = {
             let mut collector = ctx.scaling.collector();
             collector.watch(&key, &spec, now);
             collector.observe(&key, now)
         };
         let poked = ctx.scaling.take_poke(&key);
-        let (step, published) = {
+        let (step, published, desired) = {
             let mut states = self.states();
             let st = states.entry(key.clone()).or_insert_with(|| {
                 KpaState::for_pa(&pa, &rev.metadata.uid, &ctx.config.load(), now)
@@ -171,7 +191,7 @@ impl TypedReconciler for PodAutoscalerReconciler {
                 *st = KpaState::for_pa(&pa, &rev.metadata.uid, &ctx.config.load(), now);
             }
             let step = st.step(now, &spec, ready, observed, poked);
-            (step, st.published(&step.result, ready))
+            (step, st.published(&step.result, ready), st.desired)
         };
         if let Some(d) = step.decision {
             tracing::debug!(
@@ -185,6 +205,10 @@ impl TypedReconciler for PodAutoscalerReconciler {
                 "kpa decision"
             );
         }
+        ctx.scaling.report(
+            &key,
+            resources::report(ctx.scaling.report_of(&key), &spec, &step, counts, desired),
+        );
         if ctx.scaling.publish(&key, published) {
             tracing::debug!(revision = %key, replicas = published.replicas, "kpa scale");
             ctx.scaling.wake(&key);

@@ -22,7 +22,7 @@ use wisp_autoscaler::{
 };
 
 use crate::{
-    autoscaling::scaling::{RevisionScale, RoutingMode},
+    autoscaling::scaling::{KpaReport, RevisionScale, RoutingMode},
     conditions::{self, ConditionSet, READY},
     names::{label, routing_state},
     objects,
@@ -351,6 +351,37 @@ pub fn compute_status(
     st.desired_scale = Some(result.want);
     st.actual_scale = Some(i32::try_from(ready).unwrap_or(i32::MAX));
     st
+}
+
+/// The revision's [`KpaReport`] after a step: replica counts now; the observed values,
+/// panic mode and excess burst capacity of this step's decision, or of the last one when
+/// this step decided nothing (`prev`); `desired` is the KPA state's latest desired scale.
+pub fn report(
+    prev: Option<KpaReport>,
+    spec: &DeciderSpec,
+    step: &Step,
+    counts: super::ReplicaCounts,
+    desired: i32,
+) -> KpaReport {
+    let mut r = prev.unwrap_or(KpaReport {
+        desired: SCALE_UNKNOWN,
+        ..KpaReport::default()
+    });
+    if let Some(d) = step.decision {
+        r.stable = d.observed_stable;
+        r.panic = d.observed_panic;
+        r.panic_mode = d.panic_mode;
+        r.excess_burst_capacity = f64::from(d.excess_burst_capacity);
+    }
+    r.desired = desired;
+    r.metric = spec.metric;
+    r.target = spec.target_value;
+    r.requested = step.result.want;
+    r.ready = counts.ready;
+    r.not_ready = counts.not_ready;
+    r.pending = counts.pending;
+    r.terminating = counts.terminating;
+    r
 }
 
 #[cfg(test)]

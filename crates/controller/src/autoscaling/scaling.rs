@@ -19,6 +19,9 @@
 //!   atomically: the request path reads it without a lock.
 //! - **Wake-ups** ([`Scaling::subscribe`]): keys whose PodAutoscaler and Revision should be
 //!   reconciled now (a poke, or a new replica count to apply).
+//! - **Reports** ([`Scaling::reports`]): per revision what the KPA last observed and
+//!   decided and the replicas by state ([`KpaReport`]), for `/metrics`, `wisp top` and the
+//!   console; written by each PodAutoscaler reconcile, read when someone looks.
 
 use std::{
     collections::HashSet,
@@ -29,7 +32,7 @@ use std::{
 use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
 use tokio::sync::broadcast;
-use wisp_autoscaler::{ActivatorLink, Collector, Sample};
+use wisp_autoscaler::{ActivatorLink, Collector, Metric, Sample};
 use wisp_runtime::RevisionKey;
 
 /// Capacity of the wake-up channel; a lagging runner resyncs every revision.
@@ -51,6 +54,33 @@ pub struct RevisionScale {
     pub num_activators: i32,
 }
 
+/// What the KPA last observed and decided for one revision, with its replicas by state
+/// (Knative's autoscaler and KPA gauges: `kn.revision.pods.*`, `kn.revision.concurrency.*`
+/// or `kn.revision.rps.*`, `kn.revision.capacity.excess`, `kn.revision.panic.mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KpaReport {
+    /// The scaling metric: the observed and target values are of this metric.
+    pub metric: Metric,
+    /// The decider's desired pods (-1 before its first decision).
+    pub desired: i32,
+    /// What the KPA asked of the platform: the PA's `desiredScale` (-1 while unknown).
+    pub requested: i32,
+    pub ready: u32,
+    /// Running but not ready (readiness failing, or crash-loop back-off).
+    pub not_ready: u32,
+    /// Started and not yet ready once (image pull, sandbox, first probes).
+    pub pending: u32,
+    pub terminating: u32,
+    pub excess_burst_capacity: f64,
+    /// The metric's total over the stable and panic windows at the last decision.
+    pub stable: f64,
+    pub panic: f64,
+    /// The per-replica target of the metric.
+    pub target: f64,
+    pub panic_mode: bool,
+}
+
 /// foldhash, not SipHash: every proxied request looks its revision up here.
 pub type Decisions = foldhash::HashMap<RevisionKey, RevisionScale>;
 
@@ -62,6 +92,7 @@ pub struct Scaling {
     /// Revisions poked at zero whose PA has not reconciled since.
     poked: Mutex<HashSet<RevisionKey>>,
     wake: broadcast::Sender<RevisionKey>,
+    reports: Mutex<foldhash::HashMap<RevisionKey, KpaReport>>,
 }
 
 impl std::fmt::Debug for Scaling {
@@ -92,7 +123,26 @@ impl Scaling {
             decisions: ArcSwap::from_pointee(Decisions::default()),
             poked: Mutex::new(HashSet::new()),
             wake: broadcast::channel(WAKE_CAPACITY).0,
+            reports: Mutex::default(),
         }
+    }
+
+    /// Records a revision's latest [`KpaReport`].
+    pub fn report(&self, key: &RevisionKey, report: KpaReport) {
+        wisp_sync::lock(&self.reports).insert(key.clone(), report);
+    }
+
+    /// A revision's latest report.
+    pub fn report_of(&self, key: &RevisionKey) -> Option<KpaReport> {
+        wisp_sync::lock(&self.reports).get(key).copied()
+    }
+
+    /// Every revision's latest report (a copy: the lock is held only while copying).
+    pub fn reports(&self) -> Vec<(RevisionKey, KpaReport)> {
+        wisp_sync::lock(&self.reports)
+            .iter()
+            .map(|(k, r)| (k.clone(), *r))
+            .collect()
     }
 
     /// Now, as the autoscaler counts time.
@@ -184,6 +234,7 @@ impl Scaling {
     pub fn forget(&self, key: &RevisionKey) {
         self.collector().forget(key);
         self.poked_set().remove(key);
+        wisp_sync::lock(&self.reports).remove(key);
         if self.decisions.load().contains_key(key) {
             self.decisions.rcu(|old| {
                 let mut next = Decisions::clone(old);

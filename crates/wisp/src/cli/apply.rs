@@ -31,6 +31,22 @@ pub struct ApplyArgs {
     /// A manifest file, a directory of them, or `-` for stdin (repeatable).
     #[arg(short = 'f', long = "filename", required = true)]
     pub files: Vec<String>,
+    /// Wait until every applied Service is Ready, showing its progress; exit non-zero
+    /// with the revision's reason and message if it fails.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits (a Go duration: 60s, 2m30s).
+    #[arg(long, default_value = "5m", value_parser = parse_timeout)]
+    pub timeout: std::time::Duration,
+}
+
+/// `--timeout`: a positive Go duration.
+fn parse_timeout(s: &str) -> Result<std::time::Duration, String> {
+    let d = wisp_api::duration::GoDuration::parse(s).map_err(|e| e.to_string())?;
+    match d.to_std() {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("{s:?} must be a positive duration such as 60s")),
+    }
 }
 
 /// What apply did to one object.
@@ -304,6 +320,7 @@ pub fn run(args: ApplyArgs) -> Outcome {
     }
     let client = args.global.client()?;
     let mut ok = true;
+    let mut services = Vec::new();
     for doc in &docs {
         let kind = match kind_of_document(&doc.value, &doc.source) {
             Ok(k) => k,
@@ -319,12 +336,17 @@ pub fn run(args: ApplyArgs) -> Outcome {
             ""
         };
         match apply_one(&client, kind, doc, ns) {
-            Ok((action, name)) => super::out(format_args!(
-                "{}/{} {}\n",
-                kind.qualified(),
-                name,
-                action.as_str()
-            ))?,
+            Ok((action, name)) => {
+                super::out(format_args!(
+                    "{}/{} {}\n",
+                    kind.qualified(),
+                    name,
+                    action.as_str()
+                ))?;
+                if *kind == wisp_api::kinds::SERVICE {
+                    services.push((ns.to_string(), name));
+                }
+            }
             Err(DocError::Client(msg)) => {
                 eprintln!("error: {msg}");
                 ok = false;
@@ -344,6 +366,9 @@ pub fn run(args: ApplyArgs) -> Outcome {
                 ok = false;
             }
         }
+    }
+    if args.wait && !services.is_empty() {
+        ok &= super::wait::wait(&client, &services, args.timeout)?;
     }
     Ok(ok)
 }

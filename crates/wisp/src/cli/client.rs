@@ -384,6 +384,14 @@ impl Client {
         })
     }
 
+    /// GETs a path (with its query) of the server (`/wisp/v1/top?…`) as JSON.
+    pub fn get_path_query(&self, path_and_query: &str) -> Result<Value, ApiError> {
+        let url = self.base.join(path_and_query).map_err(|e| {
+            ApiError::Other(anyhow::anyhow!("invalid path {path_and_query:?}: {e}"))
+        })?;
+        self.json(self.request(Method::GET, url))
+    }
+
     pub fn get(&self, kind: &ResourceKind, ns: &str, name: &str) -> Result<Value, ApiError> {
         self.json(self.request(Method::GET, self.url(kind, Some(ns), Some(name))))
     }
@@ -435,6 +443,7 @@ impl Client {
         name: &str,
         follow: bool,
         tail: Option<usize>,
+        container: Option<&str>,
     ) -> Result<(usize, BufReader<Response>), ApiError> {
         let mut url = self.url(kind, Some(ns), Some(name));
         url.path_segments_mut()
@@ -447,6 +456,9 @@ impl Client {
             }
             if let Some(t) = tail {
                 q.append_pair("tailLines", &t.to_string());
+            }
+            if let Some(c) = container {
+                q.append_pair("container", c);
             }
         }
         let resp = self.send(self.request(Method::GET, url))?;

@@ -1,5 +1,7 @@
 //! `wisp logs SERVICE|REVISION [-f] [--tail N]`: the replicas' stdout and stderr, prefixed
-//! by replica when there are several (like `kubectl logs --prefix`).
+//! by replica when there are several (like `kubectl logs --prefix`); with `--requests`, the
+//! request log instead (Knative's queue-proxy output: one line per request, shaped by
+//! `logging.request-log-template`).
 
 use std::io::{BufRead, Write};
 
@@ -22,6 +24,10 @@ pub struct LogsArgs {
     /// Only the last N lines of the backlog.
     #[arg(long)]
     pub tail: Option<usize>,
+    /// The request log (the `queue-proxy` container's output, as on Knative) instead of
+    /// the replicas' output; needs config-observability's logging.enable-request-log.
+    #[arg(long)]
+    pub requests: bool,
 }
 
 /// One line as the server sends it.
@@ -86,7 +92,8 @@ pub fn run(args: LogsArgs) -> anyhow::Result<bool> {
     let (candidates, name) = split_target(&args.target)?;
     let mut opened = None;
     for kind in &candidates {
-        match client.logs(kind, ns, name, args.follow, args.tail) {
+        let container = args.requests.then_some(wisp_apiserver::logs::QUEUE_PROXY);
+        match client.logs(kind, ns, name, args.follow, args.tail, container) {
             Ok(r) => {
                 opened = Some(r);
                 break;
@@ -110,7 +117,13 @@ pub fn run(args: LogsArgs) -> anyhow::Result<bool> {
     for raw in reader.lines() {
         let raw = raw?;
         if let Some(l) = parse(&raw) {
-            writeln!(out, "{}", prefixer.render(&l))?;
+            // Request log lines say which replica served them (`.Revision.PodName`).
+            let text = if args.requests {
+                l.line
+            } else {
+                prefixer.render(&l)
+            };
+            writeln!(out, "{text}")?;
             if args.follow {
                 out.flush()?;
             }

@@ -15,6 +15,8 @@ pub mod kubeconfig;
 pub mod logs;
 pub mod manifest;
 pub mod printers;
+pub mod top;
+pub mod wait;
 
 use std::path::PathBuf;
 

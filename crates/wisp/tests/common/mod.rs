@@ -24,6 +24,10 @@ pub struct Server {
     pub http_addr: String,
     /// The cluster-local ingress (`host:port`).
     pub local_addr: String,
+    /// The Prometheus endpoint (`host:port`; empty when off).
+    pub metrics_addr: String,
+    /// The web console (`host:port`; empty when off).
+    pub console_addr: String,
     pub data_dir: PathBuf,
     _tmp: Option<tempfile::TempDir>,
     pub token: String,
@@ -72,6 +76,8 @@ impl Server {
             scheme: "https",
             http_addr: String::new(),
             local_addr: String::new(),
+            metrics_addr: String::new(),
+            console_addr: String::new(),
             data_dir,
             _tmp: Some(tmp),
             token: String::new(),
@@ -91,10 +97,18 @@ impl Server {
 
     fn spawn(&mut self) {
         install_crypto_provider();
+        // Ephemeral ports for the observability listeners too, unless the test sets them.
+        let mut observe = Vec::new();
+        for flag in ["--metrics-addr", "--console-addr"] {
+            if !self.extra_args.iter().any(|a| a == flag) {
+                observe.extend([flag, "127.0.0.1:0"]);
+            }
+        }
         let mut child = Command::new(wisp_bin())
             .arg("serve")
             .args(["--api-addr", "127.0.0.1:0", "--http-addr", "127.0.0.1:0"])
             .args(["--local-addr", "127.0.0.1:0"])
+            .args(&observe)
             .arg("--data-dir")
             .arg(&self.data_dir)
             .args(&self.extra_args)
@@ -110,8 +124,15 @@ impl Server {
             // The ingress lines come before the API line; all three are sent once the API
             // line arrives.
             let (mut http, mut local) = (String::new(), String::new());
+            let (mut metrics, mut console) = (String::new(), String::new());
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(a) = line.strip_prefix("wisp: metrics listening on http://") {
+                    metrics = a.trim().trim_end_matches("/metrics").to_string();
+                }
+                if let Some(a) = line.strip_prefix("wisp: console listening on http://") {
+                    console = a.trim().trim_end_matches('/').to_string();
+                }
                 if let Some(a) = line.strip_prefix("wisp: ingress listening on http://") {
                     http = a.trim().to_string();
                 }
@@ -123,16 +144,24 @@ impl Server {
                 if let Some(url) = line.strip_prefix("wisp: API listening on ")
                     && let Some(tx) = tx.take()
                 {
-                    let _ = tx.send((url.trim().to_string(), http.clone(), local.clone()));
+                    let _ = tx.send((
+                        url.trim().to_string(),
+                        http.clone(),
+                        local.clone(),
+                        metrics.clone(),
+                        console.clone(),
+                    ));
                 }
                 if std::env::var_os("WISP_TEST_LOG").is_some() {
                     eprintln!("[wisp] {line}");
                 }
             }
         });
-        let (url, http, local) = rx
+        let (url, http, local, metrics, console) = rx
             .recv_timeout(START_TIMEOUT)
             .expect("wisp serve did not report its API address");
+        self.metrics_addr = metrics;
+        self.console_addr = console;
         let (scheme, addr) = url.split_once("://").expect("the API URL has a scheme");
         self.scheme = if scheme == "https" { "https" } else { "http" };
         self.addr = addr.to_string();

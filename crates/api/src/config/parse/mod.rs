@@ -17,7 +17,8 @@ mod domain;
 mod features;
 mod gc;
 mod network;
-mod template;
+mod observability;
+pub(crate) mod template;
 #[cfg(test)]
 mod tests;
 
@@ -33,10 +34,11 @@ use self::domain::domain;
 use self::features::features;
 use self::gc::gc;
 use self::network::network;
+use self::observability::observability;
 use self::template::{Datum, Template};
 use super::{
     AutoscalerConfig, Config, DefaultsConfig, DeploymentConfig, DomainConfig, FeaturesConfig, Flag,
-    GcConfig, NetworkConfig, SecurePodDefaults,
+    GcConfig, NetworkConfig, ObservabilityConfig, SecurePodDefaults,
 };
 use crate::duration::GoDuration;
 use crate::meta::ObjectMeta;
@@ -58,7 +60,7 @@ pub enum ConfigError {
 }
 
 /// ConfigMaps wisp reads.
-const KNOWN_MAPS: [&str; 7] = [
+const KNOWN_MAPS: [&str; 8] = [
     "config-autoscaler",
     "config-defaults",
     "config-domain",
@@ -66,12 +68,12 @@ const KNOWN_MAPS: [&str; 7] = [
     "config-gc",
     "config-deployment",
     "config-features",
+    "config-observability",
 ];
 
 /// ConfigMaps that exist in Knative but configure nothing wisp implements; accepted so that
 /// a config copied from a cluster loads, and otherwise ignored.
-const IGNORED_MAPS: [&str; 4] = [
-    "config-observability",
+const IGNORED_MAPS: [&str; 3] = [
     "config-logging",
     "config-leader-election",
     "config-certmanager",
@@ -119,6 +121,7 @@ impl Config {
                 "config-gc" => cfg.gc = gc(&d)?,
                 "config-deployment" => cfg.deployment = deployment(&d)?,
                 "config-features" => cfg.features = features(&d)?,
+                "config-observability" => cfg.observability = observability(&d)?,
                 _ => unreachable!("every known map is handled"),
             }
         }

@@ -1263,3 +1263,56 @@ fn the_config_webhook_refuses_as_knative_does() {
     // knative/pkg's Checksum: CRC-32 (IEEE) of the trimmed text, 8 hex digits.
     assert_eq!(example_checksum(" hello\n"), "3610a686");
 }
+
+#[test]
+fn observability_request_log_keys() {
+    let c = parse("");
+    assert_eq!(c.observability, ObservabilityConfig::default());
+    assert!(c.observability.request_log().is_none(), "off by default");
+    let c = parse("config-observability:\n  logging.enable-request-log: \"true\"\n");
+    assert!(c.observability.enable_request_log);
+    assert!(
+        c.observability.request_log().is_some(),
+        "on, with Knative's default template"
+    );
+    let c = parse(
+        "config-observability:\n  logging.enable-probe-request-log: \"true\"\n  logging.request-log-template: '{{.Request.Method}} {{.Response.Code}}'\n",
+    );
+    assert!(c.observability.enable_probe_request_log);
+    assert!(
+        c.observability.request_log().is_some(),
+        "either key turns logging on"
+    );
+    let c = parse(
+        "config-observability:\n  logging.enable-request-log: \"false\"\n  logging.request-log-template: ''\n",
+    );
+    assert!(c.observability.request_log().is_none());
+}
+
+#[test]
+fn observability_rejects() {
+    assert_invalid(
+        "config-observability:\n  logging.enable-request-log: \"true\"\n  logging.request-log-template: ''\n",
+        "config-observability",
+        "logging.enable-request-log",
+        "\"logging.enable-request-log\" was set to true, but no \"logging.request-log-template\" was specified",
+    );
+    assert_invalid(
+        "config-observability:\n  logging.request-log-template: '{{.Request.Nope}}'\n",
+        "config-observability",
+        "logging.request-log-template",
+        "template: can't evaluate field Request.Nope",
+    );
+    assert_invalid(
+        "config-observability:\n  logging.request-log-template: '{{.Request.Method'\n",
+        "config-observability",
+        "logging.request-log-template",
+        "template: unclosed action",
+    );
+    assert_invalid(
+        "config-observability:\n  logging.enable-request-log: yes-please\n",
+        "config-observability",
+        "logging.enable-request-log",
+        "failed to parse \"yes-please\": invalid syntax",
+    );
+}
