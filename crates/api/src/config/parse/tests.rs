@@ -1313,6 +1313,6 @@ fn observability_rejects() {
         "config-observability:\n  logging.enable-request-log: yes-please\n",
         "config-observability",
         "logging.enable-request-log",
-        "failed to parse \"yes-please\": invalid syntax",
+        "failed to parse \"logging.enable-request-log\": strconv.ParseBool: parsing \"yes-please\": invalid syntax",
     );
 }
