@@ -45,8 +45,10 @@ async fn handle(req: Request<Incoming>) -> Result<Response<Full<Bytes>>, std::co
             headers::ensure_host(&mut parts);
             let ctx = ForwardContext {
                 client_addr: IpAddr::V4(Ipv4Addr::LOCALHOST),
+                client_port: 40000,
                 scheme: "http",
                 proxied_by_activator: false,
+                arrived: None,
             };
             headers::prepare_request(&mut parts.headers, &ctx, false);
             headers::prepare_target(&mut parts, Protocol::Http1);
