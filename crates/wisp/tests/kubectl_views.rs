@@ -109,7 +109,9 @@ fn kubectl_reads_what_runs() {
     // One replica always (min-scale), so nothing scales away while we look.
     s.apply(&service(
         "hello",
-        &format!("echo starting; exec {hello}"),
+        // Both lines on stderr (hello prints "listening on" there): one pipe keeps their
+        // order, which two streams read apart do not.
+        &format!("echo starting >&2; exec {hello}"),
         "autoscaling.knative.dev/min-scale: \"1\"",
     ));
     wait_for("hello Ready", Duration::from_secs(30), || {
