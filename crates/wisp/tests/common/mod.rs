@@ -209,6 +209,17 @@ impl Server {
         format!("Bearer {}", self.token)
     }
 
+    /// SIGTERM (a clean stop, waited for), then start again on the same data dir.
+    #[allow(dead_code)] // not every test binary restarts cleanly
+    pub fn terminate_and_restart(&mut self) {
+        let status = self.terminate();
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "wisp serve's exit: {status:?}"
+        );
+        self.spawn();
+    }
+
     /// `kill -9`, then start again on the same data dir.
     pub fn kill9_and_restart(&mut self) {
         self.kill9();
