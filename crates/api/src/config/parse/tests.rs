@@ -1316,3 +1316,17 @@ fn observability_rejects() {
         "failed to parse \"logging.enable-request-log\": strconv.ParseBool: parsing \"yes-please\": invalid syntax",
     );
 }
+
+/// An edit of config-observability is checked as the file is: a bad request-log template is
+/// refused, naming the cause.
+#[test]
+fn the_config_webhook_checks_the_request_log_template() {
+    let bad = labels(&[("logging.request-log-template", "{{.Request.Nope}}")]);
+    let err = validate_config_map("config-observability", &bad, &BTreeMap::new()).unwrap_err();
+    assert!(err.contains("can't evaluate field Request.Nope"), "{err}");
+    let good = labels(&[("logging.request-log-template", "{{.Request.Method}}")]);
+    assert_eq!(
+        validate_config_map("config-observability", &good, &BTreeMap::new()),
+        Ok(())
+    );
+}
