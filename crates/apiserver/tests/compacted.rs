@@ -2,29 +2,14 @@
 //! answers 200 with one `ERROR` event carrying 410 Expired, a continue token 410.
 #![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
+mod common;
+
 use axum::{body::Body, http::Request};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
-use wisp_apiserver::{ApiState, router};
+use wisp_apiserver::router;
 use wisp_store::{Options, Store};
-
-fn state(store: Store, stopping: tokio::sync::watch::Receiver<bool>) -> ApiState {
-    ApiState {
-        writer: wisp_store::Batcher::start(store.clone(), "test-write").unwrap(),
-        store,
-        config: wisp_api::config::LiveConfig::default(),
-        auth: None,
-        user: "tester".into(),
-        platform: None,
-        stopping,
-        cpu: wisp_apiserver::cpu::CpuPool::new(1).unwrap(),
-        inflight: wisp_apiserver::inflight::InFlight::default(),
-        body_budget: wisp_apiserver::inflight::BodyBudget::default(),
-        views: wisp_views::Views::default(),
-        request_logs: None,
-    }
-}
 
 async fn get(app: &axum::Router, uri: &str) -> (u16, String) {
     let (code, bytes) = get_as(app, uri, "application/json").await;
@@ -70,7 +55,7 @@ async fn old_positions_are_expired() {
             .unwrap();
     }
     let (_stop, stopping) = tokio::sync::watch::channel(false);
-    let app = router(state(store, stopping));
+    let app = router(common::state(store, stopping, wisp_views::Views::default()));
 
     let (code, body) = get(
         &app,

@@ -3,6 +3,8 @@
 //! kube-apiserver's Status (405 for writes to a view, 404, 400, 410, 422), never a 5xx.
 #![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
 
+mod common;
+
 use axum::{body::Body, http::Request};
 use http_body_util::BodyExt as _;
 use serde_json::{Value, json};
@@ -11,24 +13,10 @@ use wisp_apiserver::{ApiState, router};
 use wisp_store::Store;
 
 fn state(views: wisp_views::Views) -> ApiState {
-    let store = Store::open_in_memory().unwrap();
     let (_stop, stopping) = tokio::sync::watch::channel(false);
     // The sender lives as long as the test process: watches end on their timeout.
     std::mem::forget(_stop);
-    ApiState {
-        writer: wisp_store::Batcher::start(store.clone(), "test-write").unwrap(),
-        store,
-        config: wisp_api::config::LiveConfig::default(),
-        auth: None,
-        user: "tester".into(),
-        platform: None,
-        stopping,
-        cpu: wisp_apiserver::cpu::CpuPool::new(1).unwrap(),
-        inflight: wisp_apiserver::inflight::InFlight::default(),
-        body_budget: wisp_apiserver::inflight::BodyBudget::default(),
-        views,
-        request_logs: None,
-    }
+    common::state(Store::open_in_memory().unwrap(), stopping, views)
 }
 
 async fn call(app: &axum::Router, method: &str, uri: &str, body: &str) -> (u16, Value) {

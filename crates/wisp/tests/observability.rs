@@ -408,18 +408,7 @@ fn apply_wait_follows_the_service_and_top_shows_its_revision() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("hello.yaml");
     std::fs::write(&file, service_yaml()).unwrap();
-    let out = s
-        .cli()
-        .args([
-            "apply",
-            "-f",
-            file.to_str().unwrap(),
-            "--wait",
-            "--timeout",
-            "60s",
-        ])
-        .output()
-        .unwrap();
+    let out = apply_wait(&s, &file, "60s");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -484,18 +473,7 @@ fn apply_wait_follows_the_service_and_top_shows_its_revision() {
         "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: bad\nspec:\n  template:\n    spec:\n      containers:\n      - command: [\"sh\", \"-c\", \"echo cannot start >&2; exit 3\"]\n",
     )
     .unwrap();
-    let out = s
-        .cli()
-        .args([
-            "apply",
-            "-f",
-            bad.to_str().unwrap(),
-            "--wait",
-            "--timeout",
-            "60s",
-        ])
-        .output()
-        .unwrap();
+    let out = apply_wait(&s, &bad, "60s");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -510,42 +488,35 @@ fn apply_wait_follows_the_service_and_top_shows_its_revision() {
         "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: slow\nspec:\n  template:\n    spec:\n      containers:\n      - command: [\"sleep\", \"3600\"]\n",
     )
     .unwrap();
-    let out = s
-        .cli()
-        .args([
-            "apply",
-            "-f",
-            slow.to_str().unwrap(),
-            "--wait",
-            "--timeout",
-            "2s",
-        ])
-        .output()
-        .unwrap();
+    let out = apply_wait(&s, &slow, "2s");
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("error: service/slow not ready after 2s: starting replicas (0/1 ready)"),
         "{stderr}"
     );
-    let out = s
-        .cli()
-        .args([
-            "apply",
-            "-f",
-            bad.to_str().unwrap(),
-            "--wait",
-            "--timeout",
-            "0s",
-        ])
-        .output()
-        .unwrap();
+    let out = apply_wait(&s, &bad, "0s");
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains("must be a positive duration"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// `wisp apply -f FILE --wait --timeout TIMEOUT`, run to its end.
+fn apply_wait(s: &Server, file: &std::path::Path, timeout: &str) -> std::process::Output {
+    s.cli()
+        .args([
+            "apply",
+            "-f",
+            file.to_str().unwrap(),
+            "--wait",
+            "--timeout",
+            timeout,
+        ])
+        .output()
+        .unwrap()
 }
 
 /// `wisp logs --requests` of the hello service (every line so far).
