@@ -406,10 +406,21 @@ impl Store {
         namespace: Option<&str>,
         selector: Option<&LabelSelector>,
     ) -> Result<(Vec<String>, u64), StoreError> {
+        self.list_raw_after(resource, namespace, selector, None)
+    }
+
+    /// [`list_raw`](Self::list_raw) from after a (namespace, name) key on.
+    fn list_raw_after(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        selector: Option<&LabelSelector>,
+        after: Option<(&str, &str)>,
+    ) -> Result<(Vec<String>, u64), StoreError> {
         let selector = selector.filter(|s| !s.is_empty());
         self.with_conn(|conn| {
             let rev = sqlite::revision(conn)?;
-            let items = sqlite::list(conn, resource, namespace, selector, None)?;
+            let items = sqlite::list(conn, resource, namespace, selector, after)?;
             Ok((items, rev))
         })
     }
@@ -429,12 +440,7 @@ impl Store {
         limit: Option<usize>,
         mut keep: impl FnMut(&Value) -> bool,
     ) -> Result<ListPage, StoreError> {
-        let selector = selector.filter(|s| !s.is_empty());
-        let (texts, revision) = self.with_conn(|conn| {
-            let rev = sqlite::revision(conn)?;
-            let texts = sqlite::list(conn, resource, namespace, selector, after)?;
-            Ok::<_, StoreError>((texts, rev))
-        })?;
+        let (texts, revision) = self.list_raw_after(resource, namespace, selector, after)?;
         let want = limit.map_or(usize::MAX, |l| l.saturating_add(1));
         let mut items = Vec::new();
         let mut unread = 0;
