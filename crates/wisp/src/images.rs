@@ -6,7 +6,12 @@
 //! (`ErrImagePull`, `InvalidImageName`, …; kubelet's `pkg/kubelet/images/types.go`), which the
 //! revision then reports.
 
-use std::{collections::HashSet, future::Future, pin::Pin, sync::Arc};
+use std::{
+    collections::{HashMap, HashSet},
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+};
 
 use wisp_controller::revision::digest::{BoxFuture, DigestResolver, ResolveOptions};
 use wisp_image::{Credentials, ErrorKind, Limits, RegistryOptions, Store};
@@ -23,6 +28,10 @@ pub struct Images {
     limits: Limits,
     /// Where `imagePullSecrets` are read.
     objects: Arc<dyn ObjectSource>,
+    /// One pull at a time per image: the store counts an image by digest as present once
+    /// its manifest is in, before its layers are, so a second replica starting beside the
+    /// first must wait for the first's pull rather than unpack half an image.
+    pulls: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::fmt::Debug for Images {
@@ -40,6 +49,7 @@ impl Images {
             registry,
             limits: Limits::default(),
             objects,
+            pulls: Default::default(),
         }
     }
 
@@ -97,6 +107,11 @@ impl Images {
         pull: &PullSecrets,
         progress: &(dyn Fn(PullProgress) + Send + Sync),
     ) -> Result<PreparedImage, wisp_image::Error> {
+        let pulling = {
+            let mut pulls = self.pulls.lock().unwrap_or_else(|e| e.into_inner());
+            pulls.entry(image.to_owned()).or_default().clone()
+        };
+        let pulled = pulling.lock().await;
         if self.store.lookup(image)?.is_none() {
             let started = std::time::Instant::now();
             let opts = self.options_for(image, pull);
@@ -109,6 +124,7 @@ impl Images {
             wisp_image::registry::pull(&self.store, image, &opts, &report).await?;
             tracing::info!(image, elapsed = ?started.elapsed(), "pulled");
         }
+        drop(pulled);
         let (store, limits, image) = (self.store.clone(), self.limits, image.to_owned());
         // Unpacking is blocking file work: off the async workers.
         let prepared = tokio::task::spawn_blocking(move || store.prepare(&image, limits))
