@@ -121,6 +121,8 @@ struct Variant {
     server: Server,
     ingress: std::net::SocketAddr,
     rps: Vec<f64>,
+    /// wisp's CPU microseconds per request, per run.
+    cpu: Vec<f64>,
 }
 
 fn median(v: &[f64]) -> f64 {
@@ -174,6 +176,7 @@ fn dataplane(args: &Args, wisp: &Path, app: &str, report: &mut String) -> anyhow
             server,
             ingress,
             rps: Vec::new(),
+            cpu: Vec::new(),
         });
     }
     let run = |v: &Variant, secs: u64| {
@@ -190,16 +193,35 @@ fn dataplane(args: &Args, wisp: &Path, app: &str, report: &mut String) -> anyhow
         run(v, 2)?; // warm-up
     }
     let load_before = procfs::loadavg();
-    let mut runs = Table::new(["round", "server", "requests/s", "p50", "p99", "non-2xx"]);
+    let mut runs = Table::new([
+        "round",
+        "server",
+        "requests/s",
+        "wisp CPU per request",
+        "p50",
+        "p99",
+        "non-2xx",
+    ]);
     for rep in 0..args.reps {
         // Rotate the order so no variant always runs first (or right after another).
         for i in 0..variants.len() {
             let k = (i + rep) % variants.len();
+            let pid = variants[k].server.pid();
+            let ticks = load::cpu_ticks(pid);
             let r = run(&variants[k], args.duration)?;
+            // wisp's own CPU (its threads, not the app's or wrk's) per request: what the
+            // layers cost, less sensitive than throughput to what else the machine runs.
+            let cpu = match (ticks, load::cpu_ticks(pid)) {
+                (Some(a), Some(b)) if r.requests > 0 => {
+                    Some((b - a) as f64 / load::clk_tck() as f64 / r.requests as f64 * 1e6)
+                }
+                _ => None,
+            };
             runs.row([
                 (rep + 1).to_string(),
                 variants[k].label.to_string(),
                 format!("{:.0}", r.rps),
+                cpu.map_or("?".into(), |c| format!("{c:.2} µs")),
                 format!("{:.3} ms", r.p50.as_secs_f64() * 1e3),
                 format!("{:.3} ms", r.p99.as_secs_f64() * 1e3),
                 (r.non_2xx + r.socket_errors).to_string(),
@@ -211,6 +233,7 @@ fn dataplane(args: &Args, wisp: &Path, app: &str, report: &mut String) -> anyhow
                 r.rps
             );
             variants[k].rps.push(r.rps);
+            variants[k].cpu.extend(cpu);
         }
     }
     let load_after = procfs::loadavg();
@@ -229,13 +252,22 @@ fn dataplane(args: &Args, wisp: &Path, app: &str, report: &mut String) -> anyhow
         bail!("the request-logging server logged no request");
     }
     let off = median(&variants[0].rps);
-    let mut summary = Table::new(["server", "median requests/s", "vs off"]);
+    let cpu_off = median(&variants[0].cpu);
+    let mut summary = Table::new([
+        "server",
+        "median requests/s",
+        "vs off",
+        "median wisp CPU per request",
+        "vs off",
+    ]);
     for v in &variants {
-        let m = median(&v.rps);
+        let (m, c) = (median(&v.rps), median(&v.cpu));
         summary.row([
             v.label.to_string(),
             format!("{m:.0}"),
             format!("{:+.1} %", (m / off - 1.0) * 100.0),
+            format!("{c:.2} µs"),
+            format!("{:+.1} %", (c / cpu_off - 1.0) * 100.0),
         ]);
     }
     let metrics_ratio = median(&variants[1].rps) / off;
@@ -246,7 +278,7 @@ fn dataplane(args: &Args, wisp: &Path, app: &str, report: &mut String) -> anyhow
         report,
         "## Data plane: metrics and request log\n\n`wrk -t{} -c{} -d{}s` against the `hello` sample through wisp's ingress and queue, \
          three servers in turn, {} rounds (order rotating). Load average before: {load_before}; after: {load_after}.\n\n{}\n\
-         Metrics on: {:.1} % of off (target ≥ {:.0} %: {}). Request log on (Knative's default template): {:.1} % of off, \
+         Metrics on: {:.1} % of off (target ≥ {:.0} %: {}); wisp's own CPU per request {:+.1} % against off. Request log on (Knative's default template): {:.1} % of off, \
          i.e. it costs {:.1} % of throughput. Its last line: `{}`.\n\nEvery run:\n\n{}\n",
         args.threads,
         args.connections,
@@ -256,6 +288,7 @@ fn dataplane(args: &Args, wisp: &Path, app: &str, report: &mut String) -> anyhow
         metrics_ratio * 100.0,
         TARGET_METRICS_RATIO * 100.0,
         if ok { "✅" } else { "❌ missed" },
+        (median(&variants[1].cpu) / cpu_off - 1.0) * 100.0,
         logged_ratio * 100.0,
         (1.0 - logged_ratio) * 100.0,
         last_line.trim_end(),
