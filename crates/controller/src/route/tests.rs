@@ -411,3 +411,38 @@ fn a_new_latest_revision_rolls_out_over_the_duration() {
     assert_eq!(run(&ctx), Action::Done);
     assert_eq!(split(&ctx), owned(&[("hello-00003", 100)]));
 }
+
+#[test]
+fn config_network_rollout_duration_applies_without_the_annotation() {
+    use std::time::Duration;
+
+    use crate::reconciler::Action;
+
+    let mut config = wisp_api::config::Config::default();
+    config.network.rollout_duration_seconds = 101;
+    let (ctx, _) = testing::test_context_with(config, test_clock);
+    testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+    testing::insert(&ctx, &testing::route("default", "hello", vec![latest(100)]));
+    ready_revision(&ctx, "hello-00001");
+    set_latest_ready(&ctx, "hello-00001");
+    reconcile(&ctx);
+    ready_revision(&ctx, "hello-00002");
+    set_latest_ready(&ctx, "hello-00002");
+    let action = RouteReconciler::default()
+        .reconcile_name(&ctx, "default", "hello")
+        .unwrap();
+    // 100s left after the first 1%: 99 steps of 1%, 100/99 s apart (to the float
+    // precision of Knative's arithmetic on Unix nanoseconds).
+    let Action::RequeueAfter(d) = action else {
+        panic!("{action:?}")
+    };
+    let want = Duration::from_nanos(1_010_101_010);
+    assert!(d.abs_diff(want) < Duration::from_micros(1), "{d:?}");
+    assert_eq!(
+        main_targets(&ctx),
+        [
+            ("hello-00001".to_string(), 99),
+            ("hello-00002".to_string(), 1)
+        ]
+    );
+}

@@ -331,7 +331,9 @@ fn step_size_and_interval_from_duration() {
 #[test]
 fn adjust_percentage_cases() {
     let revs = |ps: &[i64]| ps.iter().map(|p| rev("", *p)).collect::<Vec<_>>();
-    let cases: [(&str, i64, i64, &[i64], &[i64]); 7] = [
+    /// (what, goal, previous share, previous revisions' percents, wanted percents).
+    type Case = (&'static str, i64, i64, &'static [i64], &'static [i64]);
+    let cases: [Case; 7] = [
         ("noop, 100%", 100, 100, &[71, 29], &[71, 29]),
         ("noop, 42%", 42, 42, &[21, 21], &[21, 21]),
         ("raise, 42% -> 75%", 75, 42, &[21, 21], &[21, 54]),
