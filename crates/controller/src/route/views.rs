@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use wisp_api::{
+    annotations::networking::ROLLOUT,
     config::Config,
     kinds, labels,
     routing::{HostRoute, Visibility},
@@ -16,7 +17,6 @@ use wisp_api::{
 use wisp_views::ingress;
 
 use super::{resources::Hosts, rollout::Rollout};
-use wisp_api::annotations::networking::ROLLOUT;
 
 /// Knative's headers on the way to a revision (`pkg/network`): which revision and
 /// namespace a split sends to, and the tag a tag's rule matched.
