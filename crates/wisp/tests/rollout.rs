@@ -58,6 +58,14 @@ fn route_traffic(s: &Server) -> Option<(Vec<(String, i64)>, bool)> {
     Some((traffic, ready))
 }
 
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 fn percent_of(traffic: &[(String, i64)], rev: &str) -> i64 {
     traffic
         .iter()
@@ -118,6 +126,9 @@ fn a_new_revision_takes_traffic_in_steps_under_load() {
                 answers.lock().unwrap().extend(mine);
             });
         }
+        // Stops the load however this closure ends, so a failed assertion cannot leave the
+        // scope waiting for the load threads forever.
+        let _stop = StopOnDrop(&stop);
         std::thread::sleep(Duration::from_millis(300));
         s.apply(&service("v2"));
 
@@ -141,7 +152,6 @@ fn a_new_revision_takes_traffic_in_steps_under_load() {
             std::thread::sleep(Duration::from_millis(50));
         }
         std::thread::sleep(Duration::from_millis(500));
-        stop.store(true, Ordering::Relaxed);
     });
 
     let published = published.into_inner().unwrap();
