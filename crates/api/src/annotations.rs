@@ -110,6 +110,16 @@ pub mod serving {
         "serving.knative.dev/rollout-duration",
         "serving.knative.dev/rolloutDuration",
     ]);
+    /// The route's rollout duration in whole seconds (Knative's `Route.RolloutDuration`):
+    /// 0 when absent or unparsable (validation refuses those on write), so that
+    /// `config-network.rollout-duration` applies.
+    pub fn rollout_duration_secs(annotations: &BTreeMap<String, String>) -> i64 {
+        ROLLOUT_DURATION
+            .value(annotations)
+            .and_then(|v| GoDuration::parse(v).ok())
+            .map_or(0, GoDuration::as_secs)
+    }
+
     /// Who created / last changed an object: set by the API server, never by a user.
     pub const CREATOR: &str = "serving.knative.dev/creator";
     pub const LAST_MODIFIER: &str = "serving.knative.dev/lastModifier";
@@ -155,6 +165,12 @@ pub mod serving {
     }
 }
 
+/// `networking.knative.dev/*` keys wisp writes (knative/networking `pkg/apis/networking/register.go`).
+pub mod networking {
+    /// The route's gradual-rollout state, as JSON, on its KIngress (`RolloutAnnotationKey`).
+    pub const ROLLOUT: &str = "networking.knative.dev/rollout";
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,5 +213,10 @@ mod tests {
             "autoscaling.knative.dev/min-scale"
         );
         assert!(serving::ROLLOUT_DURATION.matches("serving.knative.dev/rolloutDuration"));
+        let rd = |v: &str| {
+            serving::rollout_duration_secs(&m(&[("serving.knative.dev/rollout-duration", v)]))
+        };
+        assert_eq!((rd("380s"), rd("2m"), rd("0"), rd("bad")), (380, 120, 0, 0));
+        assert_eq!(serving::rollout_duration_secs(&m(&[])), 0);
     }
 }

@@ -7,18 +7,26 @@
 //! bad update never takes a working route down (as Knative's `pkg/reconciler/route/route.go`
 //! keeps the last good KIngress).
 //!
-//! Not yet: gradual rollout (`rollout-duration`), TLS certificates, per-tag visibility.
+//! A new latest revision takes traffic gradually when the route has a rollout duration
+//! ([`rollout`]): the state is kept on the route's KIngress view, as Knative keeps it on the
+//! KIngress, and the route is reconciled again at each step's time.
+//!
+//! Not yet: TLS certificates, per-tag visibility.
 
 pub mod index;
 pub mod resources;
+pub mod rollout;
 pub mod views;
 
-use std::{collections::BTreeMap, sync::Arc};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
-use wisp_api::serving::{Configuration, Revision, Route};
+use wisp_api::{
+    annotations,
+    serving::{Configuration, Revision, Route},
+};
 
 pub use self::index::RouteIndex;
-use self::resources::Outcome;
+use self::{resources::Outcome, rollout::Rollout};
 use crate::{
     objects,
     reconciler::{Action, Context, Event, ObjectRef, ReconcileError, TypedReconciler},
@@ -45,6 +53,8 @@ impl TypedReconciler for RouteReconciler {
     fn reconcile_kind(&self, ctx: &Context, route: &mut Route) -> Result<Action, ReconcileError> {
         let (namespace, name) = (&route.metadata.namespace, &route.metadata.name);
         let cfg = &ctx.config.load();
+        let now = (ctx.clock)();
+        let mut requeue = None;
         let outcome = match resources::hosts(route, resources::spec_tags(route), cfg) {
             Err(msg) => Outcome::BadHosts(msg),
             Ok(hosts) => {
@@ -60,17 +70,37 @@ impl TypedReconciler for RouteReconciler {
                 match resources::resolve(route, &configurations, &revisions) {
                     Err(e) => Outcome::Unresolved(hosts, e),
                     Ok(traffic) => {
-                        let traffic = resources::status_traffic(traffic, &hosts, cfg);
-                        let entries = resources::host_routes(route, &hosts, &traffic);
+                        // `reconcileRollout`: the Route's duration, else config-network's.
+                        let mut duration = annotations::serving::rollout_duration_secs(
+                            &route.metadata.annotations,
+                        );
+                        if duration == 0 {
+                            duration = cfg.network.rollout_duration_seconds;
+                        }
+                        let now_ns = now.timestamp_nanos_opt().unwrap_or(0);
+                        let prev = previous_rollout(ctx, namespace, name);
+                        let (ro, next) = rollout::reconcile(&traffic, prev, duration, now_ns);
+                        if next > now_ns {
+                            requeue = Some(Duration::from_nanos((next - now_ns).unsigned_abs()));
+                        }
+                        let rolling = !ro.done();
+                        let entries = resources::host_routes(route, &hosts, &traffic, &ro);
+                        // Knative shows the rollout's split only while one is in flight.
+                        let shown = if rolling {
+                            rollout::status_targets(&traffic, &ro)
+                        } else {
+                            traffic
+                        };
+                        let traffic = resources::status_traffic(shown, &hosts, cfg);
                         publish(ctx, namespace, name, &entries);
-                        publish_views(ctx, route, &hosts, &entries);
-                        Outcome::Published(hosts, traffic)
+                        publish_views(ctx, route, &hosts, &entries, &ro);
+                        Outcome::Published(hosts, traffic, rolling)
                     }
                 }
             }
         };
-        route.status = Some(resources::status(route, &outcome, cfg, (ctx.clock)()));
-        Ok(Action::Done)
+        route.status = Some(resources::status(route, &outcome, cfg, now));
+        Ok(requeue.map_or(Action::Done, Action::RequeueAfter))
     }
 
     /// Its hosts leave the routing table.
@@ -90,13 +120,22 @@ impl TypedReconciler for RouteReconciler {
     }
 }
 
-/// Shows the route's KIngress and placeholder Services in the views ([`views`]), and
-/// records Knative's `Created` events for the ones that are new.
+/// The rollout state the route's KIngress holds (`networking.knative.dev/rollout`), if
+/// any and valid: none after a restart, as when Knative's KIngress is recreated.
+fn previous_rollout(ctx: &Context, namespace: &str, name: &str) -> Option<Rollout> {
+    let ingress = ctx.views.ingresses.get(namespace, name)?;
+    let state = ingress["metadata"]["annotations"][annotations::networking::ROLLOUT].as_str()?;
+    Rollout::parse(state)
+}
+
+/// Shows the route's KIngress (with its rollout state) and placeholder Services in the
+/// views ([`views`]), and records Knative's `Created` events for the ones that are new.
 fn publish_views(
     ctx: &Context,
     route: &Route,
     hosts: &resources::Hosts,
     entries: &BTreeMap<String, HostRoute>,
+    ro: &Rollout,
 ) {
     use wisp_views::events::EventType::Normal;
     let (ns, name) = (&route.metadata.namespace, &route.metadata.name);
@@ -104,7 +143,7 @@ fn publish_views(
     let set = format!("route:{ns}/{name}");
     let cfg = ctx.config.load();
     let tag_header = cfg.features.tag_header_based_routing == wisp_api::config::Flag::Enabled;
-    let ingress = views::make_ingress(route, entries, &cfg, tag_header);
+    let ingress = views::make_ingress(route, entries, &cfg, tag_header, ro);
     let services = views::make_services(route, hosts, &cfg);
     let new_services: Vec<String> = services
         .iter()

@@ -1,9 +1,8 @@
 //! Pure builders of the Route reconciler (Knative `pkg/reconciler/route/{traffic,domains,
 //! resources}`): traffic resolution, host names, status and the routing-table entries.
 //!
-//! Gradual rollout (`serving.knative.dev/rollout-duration`, `config-network.rollout-duration`,
-//! `pkg/reconciler/route/traffic/rollout.go`) is not implemented yet: traffic moves to a new latest-ready revision at once, as with
-//! Knative's default duration of 0.
+//! Gradual rollout is [`super::rollout`]'s: the routing-table entries and the status take
+//! the rollout to publish.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -14,6 +13,7 @@ use wisp_api::{
     serving::{Addressable, Configuration, Revision, Route, RouteStatus, TrafficTarget},
 };
 
+use super::rollout::{self, Rollout};
 use crate::{
     conditions::{ConditionSet, READY},
     names::label,
@@ -109,7 +109,8 @@ fn revision_ready(rev: &Revision) -> bool {
 
 /// Resolves `route.spec.traffic` against the configurations and revisions of its namespace
 /// (by name) into status traffic: every entry names its revision; configuration targets
-/// follow `latestReadyRevisionName`; `tag`, `percent` and `latestRevision` are kept;
+/// follow `latestReadyRevisionName` and keep their `configurationName` (for the rollout;
+/// [`status_traffic`] clears it); `tag`, `percent` and `latestRevision` are kept;
 /// entries with the same (tag, revision, latestRevision) are merged by summing percent.
 /// URLs are not filled in here (see [`status_traffic`]).
 ///
@@ -141,10 +142,15 @@ pub fn resolve(
                 first_err.get_or_insert(e);
             }
             Ok(revision_name) => {
+                let configuration_name = if tt.revision_name.is_empty() {
+                    tt.configuration_name.clone()
+                } else {
+                    String::new()
+                };
                 let entry = TrafficTarget {
                     tag: tt.tag.clone(),
                     revision_name,
-                    configuration_name: String::new(),
+                    configuration_name,
                     latest_revision: tt.latest_revision,
                     percent: tt.percent,
                     url: None,
@@ -348,7 +354,8 @@ pub fn spec_tags(route: &Route) -> Vec<&str> {
         .collect()
 }
 
-/// Fills in the `url` of every tagged status traffic entry.
+/// Resolved traffic in its status form: the `url` of every tagged entry filled in, the
+/// configuration names cleared (status traffic names revisions only).
 pub fn status_traffic(
     mut traffic: Vec<TrafficTarget>,
     hosts: &Hosts,
@@ -356,6 +363,7 @@ pub fn status_traffic(
 ) -> Vec<TrafficTarget> {
     for t in &mut traffic {
         t.url = hosts.tags.get(&t.tag).map(|h| hosts.url(h, cfg));
+        t.configuration_name.clear();
     }
     traffic
 }
@@ -371,8 +379,9 @@ pub enum Outcome {
     BadHosts(String),
     /// Some target cannot be routed; the previous routing stays in place.
     Unresolved(Hosts, TargetError),
-    /// Traffic resolved (status form, with URLs) and published for these hosts.
-    Published(Hosts, Vec<TrafficTarget>),
+    /// Traffic resolved (status form, with URLs) and published for these hosts; true while
+    /// a gradual rollout is in flight.
+    Published(Hosts, Vec<TrafficTarget>, bool),
 }
 
 /// The Route status for an outcome, starting from the stored status (unchanged conditions
@@ -403,9 +412,20 @@ pub fn status(route: &Route, outcome: &Outcome, cfg: &Config, now: DateTime<Utc>
             CONDITIONS.mark(s, ALL_TRAFFIC_ASSIGNED, cs, reason, &message, now);
             hosts
         }
-        Outcome::Published(hosts, traffic) => {
+        Outcome::Published(hosts, traffic, rolling) => {
             CONDITIONS.mark_true(s, ALL_TRAFFIC_ASSIGNED, now);
-            CONDITIONS.mark_true(s, INGRESS_READY, now);
+            if *rolling {
+                // `MarkIngressRolloutInProgress`.
+                CONDITIONS.mark_unknown(
+                    s,
+                    INGRESS_READY,
+                    "RolloutInProgress",
+                    "A gradual rollout of the latest revision(s) is in progress.",
+                    now,
+                );
+            } else {
+                CONDITIONS.mark_true(s, INGRESS_READY, now);
+            }
             st.traffic = traffic.clone();
             hosts
         }
@@ -436,42 +456,46 @@ pub fn status(route: &Route, outcome: &Outcome, cfg: &Config, now: DateTime<Utc>
 /// The routing-table entries of a route: for each traffic name (the main one and every
 /// tag) its external host (external routes only) and its cluster-local names.
 ///
-/// The main name splits over the targets with a non-zero percent, one entry per revision
-/// (percents of a revision listed twice are summed), in traffic order; its `tag_targets`
-/// serve the `Knative-Serving-Tag` header. A tag's own hosts send everything to the tag's
-/// revision, so a 0% tag is still reachable on its URL (`pkg/reconciler/route/traffic/traffic.go`).
+/// `traffic` is the resolved traffic ([`resolve`]). Each traffic name splits as Knative's
+/// KIngress rule does (`pkg/reconciler/route/resources/ingress.go` `makeBaseIngressPath`)
+/// over its targets consolidated by revision ([`rollout::targets_by_tag`]): the targets with
+/// a non-zero percent, a `latestRevision` target in a rollout over the rollout's revisions
+/// (a revision listed twice is summed), in traffic order. The main name's `tag_targets`
+/// serve the `Knative-Serving-Tag` header. A tag alone gets 100%, so a 0% tag is still
+/// reachable on its URL (`pkg/reconciler/route/traffic/traffic.go`).
 pub fn host_routes(
     route: &Route,
     hosts: &Hosts,
     traffic: &[TrafficTarget],
+    ro: &Rollout,
 ) -> BTreeMap<String, HostRoute> {
     let ns = &route.metadata.namespace;
-    let target = |revision: &str, percent: u32| RevisionTarget {
-        namespace: ns.clone(),
-        revision: revision.to_owned(),
-        percent,
+    let groups = rollout::targets_by_tag(traffic);
+    let split = |tag: &str| -> Vec<RevisionTarget> {
+        let mut out: Vec<RevisionTarget> = Vec::new();
+        let targets = groups.get(tag).map_or(&[][..], Vec::as_slice);
+        for (revision, pct) in rollout::splits(targets, ro, tag) {
+            let pct = u32::try_from(pct).unwrap_or(0);
+            match out.iter_mut().find(|m| m.revision == revision) {
+                Some(m) => m.percent += pct,
+                None => out.push(RevisionTarget {
+                    namespace: ns.clone(),
+                    revision: revision.to_owned(),
+                    percent: pct,
+                }),
+            }
+        }
+        if let [only] = out.as_mut_slice() {
+            only.percent = 100;
+        }
+        out
     };
-    let mut main: Vec<RevisionTarget> = Vec::new();
-    for t in traffic {
-        let pct = u32::try_from(t.percent.unwrap_or(0)).unwrap_or(0);
-        if pct == 0 {
-            continue;
-        }
-        match main.iter_mut().find(|m| m.revision == t.revision_name) {
-            Some(m) => m.percent += pct,
-            None => main.push(target(&t.revision_name, pct)),
-        }
-    }
-    if let [only] = main.as_mut_slice() {
-        only.percent = 100;
-    }
-    let mut tag_targets: BTreeMap<String, Vec<RevisionTarget>> = BTreeMap::new();
-    for t in traffic.iter().filter(|t| !t.tag.is_empty()) {
-        // Tags are unique in a valid spec; the first entry of a tag wins otherwise.
-        tag_targets
-            .entry(t.tag.clone())
-            .or_insert_with(|| vec![target(&t.revision_name, 100)]);
-    }
+    let main = split("");
+    let tag_targets: BTreeMap<String, Vec<RevisionTarget>> = groups
+        .keys()
+        .filter(|t| !t.is_empty())
+        .map(|t| (t.clone(), split(t)))
+        .collect();
 
     let entry = |tag: Option<&String>, visibility: Visibility| HostRoute {
         namespace: ns.clone(),

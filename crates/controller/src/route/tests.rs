@@ -284,3 +284,165 @@ fn bad_domain_template() {
     );
     assert!(ctx.routing.load().hosts.is_empty());
 }
+
+/// Seconds past [`test_clock`] for [`rollout_clock`]; only the rollout test moves it.
+static ROLLOUT_SECS: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+
+fn rollout_clock() -> chrono::DateTime<chrono::Utc> {
+    test_clock() + chrono::Duration::seconds(ROLLOUT_SECS.load(std::sync::atomic::Ordering::SeqCst))
+}
+
+fn status_split(ctx: &Context) -> Vec<(String, i64)> {
+    let r: Route = testing::fetch(ctx, "default", "hello");
+    r.status
+        .unwrap()
+        .traffic
+        .iter()
+        .map(|t| (t.revision_name.clone(), t.percent.unwrap_or(0)))
+        .collect()
+}
+
+#[test]
+fn a_new_latest_revision_rolls_out_over_the_duration() {
+    use std::{sync::atomic::Ordering::SeqCst, time::Duration};
+
+    use crate::reconciler::Action;
+
+    let (ctx, _) = testing::test_context_with(Default::default(), rollout_clock);
+    let at = |secs: i64| ROLLOUT_SECS.store(secs, SeqCst);
+    let run = |ctx: &Context| {
+        RouteReconciler::default()
+            .reconcile_name(ctx, "default", "hello")
+            .unwrap()
+    };
+    let owned = |pairs: &[(&str, i64)]| -> Vec<(String, i64)> {
+        pairs.iter().map(|(r, p)| (r.to_string(), *p)).collect()
+    };
+    let split = |ctx: &Context| -> Vec<(String, i64)> {
+        main_targets(ctx)
+            .into_iter()
+            .map(|(r, p)| (r, i64::from(p)))
+            .collect()
+    };
+    testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+    let mut route = testing::route("default", "hello", vec![latest(100)]);
+    route
+        .metadata
+        .annotations
+        .insert("serving.knative.dev/rollout-duration".into(), "6s".into());
+    testing::insert(&ctx, &route);
+    ready_revision(&ctx, "hello-00001");
+    set_latest_ready(&ctx, "hello-00001");
+    assert_eq!(run(&ctx), Action::Done);
+    assert_eq!(split(&ctx), owned(&[("hello-00001", 100)]));
+
+    // A new latest ready revision: 1% at once, then steps of 20% a second.
+    ready_revision(&ctx, "hello-00002");
+    set_latest_ready(&ctx, "hello-00002");
+    at(1);
+    assert_eq!(run(&ctx), Action::RequeueAfter(Duration::from_secs(1)));
+    let want = owned(&[("hello-00001", 99), ("hello-00002", 1)]);
+    assert_eq!(split(&ctx), want);
+    assert_eq!(status_split(&ctx), want);
+    assert_eq!(
+        cond(&ctx, resources::INGRESS_READY),
+        (ConditionStatus::Unknown, "RolloutInProgress".into())
+    );
+    assert_eq!(cond(&ctx, READY).0, ConditionStatus::Unknown);
+    let ingress = ctx.views.ingresses.get("default", "hello").unwrap();
+    let state = ingress["metadata"]["annotations"]["networking.knative.dev/rollout"]
+        .as_str()
+        .unwrap();
+    assert!(state.contains(r#""stepSize":20"#), "{state}");
+
+    at(2);
+    assert_eq!(run(&ctx), Action::RequeueAfter(Duration::from_secs(1)));
+    let want = owned(&[("hello-00001", 79), ("hello-00002", 21)]);
+    assert_eq!((split(&ctx), status_split(&ctx)), (want.clone(), want));
+
+    // The steps go on at their times, to 100%.
+    for t in 3..=5 {
+        at(t);
+        assert_eq!(
+            run(&ctx),
+            Action::RequeueAfter(Duration::from_secs(1)),
+            "{t}s"
+        );
+    }
+    assert_eq!(
+        split(&ctx),
+        owned(&[("hello-00001", 19), ("hello-00002", 81)])
+    );
+    at(6);
+    assert_eq!(run(&ctx), Action::Done);
+    assert_eq!(split(&ctx), owned(&[("hello-00002", 100)]));
+    let r: Route = testing::fetch(&ctx, "default", "hello");
+    let st = r.status.unwrap();
+    assert_eq!(st.traffic.len(), 1);
+    assert_eq!(st.traffic[0].latest_revision, Some(true));
+    assert_eq!(cond(&ctx, READY), (ConditionStatus::True, String::new()));
+
+    // Rollback: a third revision rolling out, then the traffic pinned to the second ends
+    // the rollout at once.
+    ready_revision(&ctx, "hello-00003");
+    set_latest_ready(&ctx, "hello-00003");
+    at(10);
+    assert_eq!(run(&ctx), Action::RequeueAfter(Duration::from_secs(1)));
+    assert_eq!(
+        split(&ctx),
+        owned(&[("hello-00002", 99), ("hello-00003", 1)])
+    );
+    let mut route: Route = testing::fetch(&ctx, "default", "hello");
+    route.spec.traffic = vec![pinned("", "hello-00002", 100)];
+    objects::update(&ctx.store, &route).unwrap();
+    at(11);
+    assert_eq!(run(&ctx), Action::Done);
+    let want = owned(&[("hello-00002", 100)]);
+    assert_eq!((split(&ctx), status_split(&ctx)), (want.clone(), want));
+    assert_eq!(cond(&ctx, READY), (ConditionStatus::True, String::new()));
+
+    // Back to the latest revision: with no latest target in the previous state there is
+    // nothing to roll from, so it moves at once (as Knative's `Step` with an empty
+    // previous rollout).
+    let mut route: Route = testing::fetch(&ctx, "default", "hello");
+    route.spec.traffic = vec![latest(100)];
+    objects::update(&ctx.store, &route).unwrap();
+    at(12);
+    assert_eq!(run(&ctx), Action::Done);
+    assert_eq!(split(&ctx), owned(&[("hello-00003", 100)]));
+}
+
+#[test]
+fn config_network_rollout_duration_applies_without_the_annotation() {
+    use std::time::Duration;
+
+    use crate::reconciler::Action;
+
+    let mut config = wisp_api::config::Config::default();
+    config.network.rollout_duration_seconds = 101;
+    let (ctx, _) = testing::test_context_with(config, test_clock);
+    testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+    testing::insert(&ctx, &testing::route("default", "hello", vec![latest(100)]));
+    ready_revision(&ctx, "hello-00001");
+    set_latest_ready(&ctx, "hello-00001");
+    reconcile(&ctx);
+    ready_revision(&ctx, "hello-00002");
+    set_latest_ready(&ctx, "hello-00002");
+    let action = RouteReconciler::default()
+        .reconcile_name(&ctx, "default", "hello")
+        .unwrap();
+    // 100s left after the first 1%: 99 steps of 1%, 100/99 s apart (to the float
+    // precision of Knative's arithmetic on Unix nanoseconds).
+    let Action::RequeueAfter(d) = action else {
+        panic!("{action:?}")
+    };
+    let want = Duration::from_nanos(1_010_101_010);
+    assert!(d.abs_diff(want) < Duration::from_micros(1), "{d:?}");
+    assert_eq!(
+        main_targets(&ctx),
+        [
+            ("hello-00001".to_string(), 99),
+            ("hello-00002".to_string(), 1)
+        ]
+    );
+}

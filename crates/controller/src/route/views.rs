@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Map, Value, json};
 use wisp_api::{
+    annotations::networking::ROLLOUT,
     config::Config,
     kinds, labels,
     routing::{HostRoute, Visibility},
@@ -15,7 +16,7 @@ use wisp_api::{
 };
 use wisp_views::ingress;
 
-use super::resources::Hosts;
+use super::{resources::Hosts, rollout::Rollout};
 
 /// Knative's headers on the way to a revision (`pkg/network`): which revision and
 /// namespace a split sends to, and the tag a tag's rule matched.
@@ -59,6 +60,7 @@ pub fn make_ingress(
     entries: &BTreeMap<String, HostRoute>,
     cfg: &Config,
     tag_header_routing: bool,
+    ro: &Rollout,
 ) -> Value {
     // (tag, visibility) → the hosts of that rule, and what they route to.
     type Rules<'a> = BTreeMap<(Option<String>, Visibility), (Vec<String>, &'a HostRoute)>;
@@ -120,6 +122,9 @@ pub fn make_ingress(
         CLASS_ANNOTATION.into(),
         cfg.network.ingress_class.clone().into(),
     );
+    // Where the route reconciler keeps the rollout state between reconciles, as Knative's
+    // does (`MakeIngressWithRollout`).
+    annotations.insert(ROLLOUT.into(), ro.to_json().into());
     let lb = |svc: &str| json!({"ingress": [{"domainInternal": ingress::domain_internal(svc, &cfg.network.cluster_domain)}]});
     let ready = |t: &str| json!({"type": t, "status": "True"});
     json!({
@@ -217,8 +222,8 @@ mod tests {
         route.metadata.uid = "route-uid".into();
         let hosts = resources::hosts(&route, resources::spec_tags(&route), &cfg).unwrap();
         let traffic = resources::status_traffic(route.spec.traffic.clone(), &hosts, &cfg);
-        let entries = resources::host_routes(&route, &hosts, &traffic);
-        let ing = make_ingress(&route, &entries, &cfg, true);
+        let entries = resources::host_routes(&route, &hosts, &traffic, &Rollout::default());
+        let ing = make_ingress(&route, &entries, &cfg, true, &Rollout::default());
         let rules = ing["spec"]["rules"].as_array().unwrap();
         // Main and tag, each external and cluster-local.
         assert_eq!(rules.len(), 4);

@@ -69,7 +69,7 @@ fn resolution() {
         (
             "configuration target follows latest ready",
             vec![tt("", "hello", "", Some(true), 100)],
-            Ok(vec![tt("", "", "hello-00002", Some(true), 100)]),
+            Ok(vec![tt("", "hello", "hello-00002", Some(true), 100)]),
         ),
         (
             "revision target",
@@ -83,7 +83,7 @@ fn resolution() {
                 tt("old", "", "hello-00001", Some(false), 0),
             ],
             Ok(vec![
-                tt("", "", "hello-00002", Some(true), 100),
+                tt("", "hello", "hello-00002", Some(true), 100),
                 tt("old", "", "hello-00001", Some(false), 0),
             ]),
         ),
@@ -96,7 +96,7 @@ fn resolution() {
                 tt("", "", "hello-00002", Some(false), 10),
             ],
             Ok(vec![
-                tt("", "", "hello-00002", Some(true), 70),
+                tt("", "hello", "hello-00002", Some(true), 70),
                 tt("", "", "hello-00001", Some(false), 20),
                 tt("", "", "hello-00002", Some(false), 10),
             ]),
@@ -405,7 +405,7 @@ fn routing_table_external() {
     );
     assert_eq!(traffic[0].url, None);
 
-    let entries = host_routes(&route, &h, &traffic);
+    let entries = host_routes(&route, &h, &traffic, &Rollout::default());
     let mut want_hosts: Vec<String> = vec![
         "hello.default.example.com".into(),
         "old-hello.default.example.com".into(),
@@ -459,7 +459,7 @@ fn routing_table_cluster_local_and_merging() {
         tt("", "", "a", Some(true), 60),
         tt("", "", "a", Some(false), 40),
     ];
-    let entries = host_routes(&route, &h, &traffic);
+    let entries = host_routes(&route, &h, &traffic, &Rollout::default());
     assert_eq!(entries.len(), 3);
     assert!(
         entries
@@ -482,7 +482,7 @@ fn replacing_a_routes_hosts() {
     let cfg = Config::default();
     let h = hosts(&route, [], &cfg).unwrap();
     let traffic = vec![tt("", "", "a", Some(true), 100)];
-    let entries = host_routes(&route, &h, &traffic);
+    let entries = host_routes(&route, &h, &traffic, &Rollout::default());
     let table = RoutingTable::default().replace_route("default", "hello", &entries);
     assert_eq!(table.hosts.len(), 4);
 
@@ -556,7 +556,7 @@ fn status_outcomes() {
     let traffic = vec![tt("", "", "a", Some(true), 100)];
     let st = status(
         &route,
-        &Outcome::Published(h.clone(), traffic.clone()),
+        &Outcome::Published(h.clone(), traffic.clone(), false),
         &cfg,
         now,
     );
@@ -595,7 +595,12 @@ fn status_outcomes() {
         .labels
         .insert(label::VISIBILITY.into(), "cluster-local".into());
     let h = hosts(&local_route, [], &cfg).unwrap();
-    let st = status(&local_route, &Outcome::Published(h, vec![]), &cfg, now);
+    let st = status(
+        &local_route,
+        &Outcome::Published(h, vec![], false),
+        &cfg,
+        now,
+    );
     assert_eq!(
         cond(&st, CERTIFICATE_PROVISIONED).2,
         "TLS is not enabled for cluster-local"
