@@ -901,6 +901,27 @@ impl Launcher for ContainerLauncher {
         })
     }
 
+    fn warm(&self, spec: Arc<ReplicaSpec>) -> BoxFut<'_, ()> {
+        Box::pin(async move {
+            if lock(&self.unusable).is_some() || self.failure(&spec).is_some() {
+                return;
+            }
+            // The bridge and NAT rule (a few `iptables` runs), and each image unpacked: a
+            // revision's first replica would otherwise wait for both.
+            if self.ensure_network().await.is_err() {
+                return;
+            }
+            let pull = PullSecrets::of(&spec.key.namespace, &spec.pod);
+            let mut images: Vec<&str> = spec.pod.containers.iter().map(|c| &*c.image).collect();
+            images.dedup();
+            for image in images.into_iter().filter(|i| !i.is_empty()) {
+                if let Err(f) = self.images.prepare(image, &pull, &|_| {}).await {
+                    tracing::debug!(revision = %spec.key, image, "not readied ahead: {}", f.message);
+                }
+            }
+        })
+    }
+
     fn shutdown(&self) -> BoxFut<'_, ()> {
         Box::pin(async move {
             // Only what this run set up: nothing if no replica ever ran.

@@ -979,3 +979,55 @@ async fn a_pull_that_keeps_failing_backs_off() {
     p.shutdown().await;
     fx.assert_torn_down();
 }
+
+/// An image provider that counts its preparations.
+struct Counting {
+    image: PreparedImage,
+    prepared: std::sync::atomic::AtomicUsize,
+}
+
+impl super::ImageProvider for Counting {
+    fn prepare<'a>(
+        &'a self,
+        _image: &'a str,
+        _pull: &'a super::PullSecrets,
+        _progress: &'a (dyn Fn(super::PullProgress) + Send + Sync),
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<PreparedImage, crate::Failure>> + Send + 'a>,
+    > {
+        self.prepared
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Box::pin(async move { Ok(self.image.clone()) })
+    }
+}
+
+/// A revision created at zero (or brought back at zero after a restart) has its image and
+/// the replicas' network readied before its first request, which then pays neither.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_at_zero_is_readied_before_its_first_replica() {
+    require_containers!();
+    let fx = Fixture::new(Rt::Native, 12);
+    let images = Arc::new(Counting {
+        image: fx.images.0.clone(),
+        prepared: Default::default(),
+    });
+    let p = ProcessPlatform::containers(fx.options.clone(), images.clone()).unwrap();
+    let s = spec("atzero", vec![hello("user-container")], Duration::from_secs(1));
+    p.scale(&s, 0);
+    let bridge = Path::new("/sys/class/net").join(&fx.options.bridge);
+    let deadline = Instant::now() + WAIT;
+    while images.prepared.load(std::sync::atomic::Ordering::SeqCst) == 0 || !bridge.exists() {
+        assert!(Instant::now() < deadline, "never readied");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(p.replicas(&s.key).is_empty(), "no replica for a revision at zero");
+    // Once, not at every scale call.
+    p.scale(&s, 0);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(images.prepared.load(std::sync::atomic::Ordering::SeqCst), 1);
+    p.scale(&s, 1);
+    wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    p.shutdown().await;
+    fx.assert_torn_down();
+}
+

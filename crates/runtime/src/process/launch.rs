@@ -44,6 +44,14 @@ pub(crate) trait Launcher: Send + Sync + 'static {
     /// back-off (an image that cannot be pulled yet, say).
     fn sandbox(&self, replica: ReplicaInfo) -> BoxFut<'_, Result<Box<dyn Sandbox>, Failure>>;
 
+    /// Readies what every replica of a revision will share (its images, the platform's
+    /// network) ahead of its first replica, so that a revision created at zero, or scaled
+    /// to zero before a restart, does not pay for it on its first request. Best effort:
+    /// whatever fails here is met again, and reported, by [`sandbox`](Self::sandbox).
+    fn warm(&self, _spec: Arc<ReplicaSpec>) -> BoxFut<'_, ()> {
+        Box::pin(async {})
+    }
+
     /// After every replica has stopped at shutdown: release what the platform itself holds.
     fn shutdown(&self) -> BoxFut<'_, ()>;
 }

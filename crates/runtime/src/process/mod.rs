@@ -156,6 +156,9 @@ pub(crate) struct Inner {
     changes: broadcast::Sender<RevisionKey>,
     /// Every supervising task (and the start-up cleanup), so that shutdown can wait.
     tasks: Mutex<JoinSet<()>>,
+    /// Revisions' warm-ups ([`Launcher::warm`]): abandoned at shutdown, not waited for (an
+    /// image pull may take long and nothing needs it any more).
+    warming: Mutex<JoinSet<()>>,
     runtime: Handle,
     /// Becomes true once replicas of an earlier run are gone.
     cleaned_up: watch::Receiver<bool>,
@@ -308,6 +311,7 @@ impl ProcessPlatform {
             logs: Mutex::default(),
             changes: broadcast::channel(1024).0,
             tasks: Mutex::default(),
+            warming: Mutex::default(),
             runtime,
             cleaned_up,
             options,
@@ -458,6 +462,11 @@ impl Inner {
                     );
                 }
             }
+            // A revision first seen at zero is readied now; one with replicas wanted is
+            // readied by their sandboxes, which report the pull's progress as they go.
+            if replicas == 0 && !state.revisions.contains_key(&spec.key) {
+                self.warm(spec);
+            }
             let rev = state
                 .revisions
                 .entry(spec.key.clone())
@@ -494,6 +503,22 @@ impl Inner {
         if changed {
             self.notify(&spec.key);
         }
+    }
+
+    /// Readies a revision's shared parts in the background ([`Launcher::warm`]), once the
+    /// leftovers of an earlier run are cleaned up (the clean-up removes the network).
+    fn warm(self: &Arc<Self>, spec: &ReplicaSpec) {
+        let (launcher, spec) = (self.launcher.clone(), Arc::new(spec.clone()));
+        let mut cleaned_up = self.cleaned_up.clone();
+        let mut warming = lock(&self.warming);
+        while warming.try_join_next().is_some() {}
+        warming.spawn_on(
+            async move {
+                let _ = cleaned_up.wait_for(|d| *d).await;
+                launcher.warm(spec).await;
+            },
+            &self.runtime,
+        );
     }
 
     /// Starts or stops replicas until `rev.desired` are running (or starting). New replicas
@@ -690,6 +715,8 @@ impl Inner {
 
     async fn shutdown(&self) {
         self.begin_shutdown();
+        let mut warming = std::mem::take(&mut *lock(&self.warming));
+        warming.shutdown().await;
         // Every replica's task stops its process (in parallel) and removes its record.
         let mut tasks = std::mem::take(&mut *lock(&self.tasks));
         while tasks.join_next().await.is_some() {}
