@@ -1012,7 +1012,11 @@ async fn a_revision_at_zero_is_readied_before_its_first_replica() {
         prepared: Default::default(),
     });
     let p = ProcessPlatform::containers(fx.options.clone(), images.clone()).unwrap();
-    let s = spec("atzero", vec![hello("user-container")], Duration::from_secs(1));
+    let s = spec(
+        "atzero",
+        vec![hello("user-container")],
+        Duration::from_secs(1),
+    );
     p.scale(&s, 0);
     let bridge = Path::new("/sys/class/net").join(&fx.options.bridge);
     let deadline = Instant::now() + WAIT;
@@ -1020,7 +1024,10 @@ async fn a_revision_at_zero_is_readied_before_its_first_replica() {
         assert!(Instant::now() < deadline, "never readied");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert!(p.replicas(&s.key).is_empty(), "no replica for a revision at zero");
+    assert!(
+        p.replicas(&s.key).is_empty(),
+        "no replica for a revision at zero"
+    );
     // Once, not at every scale call.
     p.scale(&s, 0);
     tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1030,4 +1037,3 @@ async fn a_revision_at_zero_is_readied_before_its_first_replica() {
     p.shutdown().await;
     fx.assert_torn_down();
 }
-
