@@ -130,7 +130,9 @@ fn hpa_class_scales_on_cpu_and_back_to_min_scale() {
                         .and_then(|r| r.error_for_status())
                         .and_then(|r| r.text());
                     match r {
-                        Ok(body) if body.contains("largest prime") => ok.fetch_add(1, Ordering::Relaxed),
+                        Ok(body) if body.contains("largest prime") => {
+                            ok.fetch_add(1, Ordering::Relaxed)
+                        }
                         _ => failed.fetch_add(1, Ordering::Relaxed),
                     };
                 }
@@ -185,5 +187,8 @@ fn hpa_class_scales_on_cpu_and_back_to_min_scale() {
     }
     let row = get_kpa_row(&s);
     assert_eq!(&row[1..4], ["1", "1", "True"], "{row:?}");
-    eprintln!("down after {down_after:?}; whole test took {:?}", started.elapsed());
+    eprintln!(
+        "down after {down_after:?}; whole test took {:?}",
+        started.elapsed()
+    );
 }
