@@ -177,9 +177,16 @@ pub fn hpa_spec(pa: &PodAutoscaler, cfg: &Config) -> HpaSpec {
 }
 
 /// The replicas an HPA-class revision starts with: its initial scale (as the KPA's
-/// Deployment is created with), within the HPA's bounds.
+/// Deployment is created with), within the HPA's bounds; for a PA wisp reconciled before a
+/// restart, its stored `desiredScale` (the Deployment keeps its replicas while Kubernetes'
+/// HPA controller restarts), as [`KpaState::for_pa`] resumes.
 pub fn hpa_initial_replicas(pa: &PodAutoscaler, cfg: &Config, spec: &HpaSpec) -> u32 {
-    let initial = decider_spec(pa, cfg).initial_scale;
+    let stored = pa.status.as_ref().and_then(|s| {
+        conditions::is_true(&s.status, SCALE_TARGET_INITIALIZED)
+            .then_some(s.desired_scale)
+            .flatten()
+    });
+    let initial = stored.unwrap_or_else(|| decider_spec(pa, cfg).initial_scale);
     u32::try_from(initial.clamp(spec.min_replicas, spec.max_replicas)).unwrap_or(1)
 }
 
