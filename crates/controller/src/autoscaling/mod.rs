@@ -17,6 +17,11 @@
 //! 5. writes the PA status: `desiredScale`, `actualScale`, `Active`,
 //!    `ScaleTargetInitialized`, `SKSReady` and `Ready` (`pkg/apis/autoscaling/v1alpha1/pa_lifecycle.go`).
 //!
+//! A PA of the HPA class (`autoscaling.knative.dev/class: hpa.autoscaling.knative.dev`, or
+//! `pod-autoscaler-class`) takes [`hpa`]'s branch instead of 2–5: Kubernetes' HPA
+//! arithmetic on its replicas' CPU or memory every `wisp-hpa-sync-period`, and the PA
+//! status Knative's `hpa.go` writes.
+//!
 //! When the revision is gone the state is dropped (the store already cascade-deleted the
 //! PA through its owner reference).
 
@@ -44,6 +49,7 @@ use crate::{
 pub use hpa::HpaState;
 pub use resources::KpaState;
 pub use scaling::{KpaReport, RevisionScale, RoutingMode, Scaling, since_epoch};
+use wisp_autoscaler::HpaError;
 
 /// Reconciles `podautoscalers.autoscaling.internal.knative.dev`.
 #[derive(Debug, Default)]
@@ -107,12 +113,16 @@ impl PodAutoscalerReconciler {
                 let before = st.replicas;
                 if st.sync(now, &spec, &rev.spec.pod, &statuses, &usage) {
                     match &st.error {
-                        // No metric on the first sync of a replica is expected: its rate
-                        // needs two samples.
+                        // Expected while replicas start: a CPU rate needs two samples.
+                        Some(e @ (HpaError::NoMetrics | HpaError::NoPods)) => {
+                            tracing::debug!(revision = %key, "hpa: {e}")
+                        }
+                        // What the HPA cannot ever compute (no CPU request, a custom
+                        // metric): said once per change, as an HPA condition would.
                         Some(e) => {
                             tracing::warn!(revision = %key, "hpa: {e}; the replica count stays")
                         }
-                        None => tracing::info!(revision = %key, "hpa: metrics available again"),
+                        None => tracing::debug!(revision = %key, "hpa: metrics available"),
                     }
                 }
                 if st.replicas != before {
