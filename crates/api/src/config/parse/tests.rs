@@ -258,6 +258,16 @@ fn autoscaler_rejects() {
             "must be positive, was: 0s",
         ),
         (
+            "wisp-hpa-sync-period: 0s",
+            "wisp-hpa-sync-period",
+            "must be positive, was: 0s",
+        ),
+        (
+            "wisp-hpa-sync-period: soon",
+            "wisp-hpa-sync-period",
+            "invalid duration",
+        ),
+        (
             "scale-to-zero-pod-retention-period: -1s",
             "scale-to-zero-pod-retention-period",
             "cannot be negative, was: -1s",
