@@ -106,6 +106,60 @@ impl Quantity {
     pub fn as_str(&self) -> &str {
         &self.canonical
     }
+
+    /// The value times 10^`scale`, rounded up ([`scaled`]): `MilliValue()` is scale 3.
+    pub fn scaled_value(&self, scale: u32) -> Option<i64> {
+        scaled(&self.canonical, scale)
+    }
+}
+
+/// A canonical quantity times 10^`scale`, rounded up as apimachinery's `ScaledValue` does
+/// (`128Mi` → bytes with scale 0, `500m` → 500 with scale 3). None on overflow or nonsense.
+pub fn scaled(q: &str, scale: u32) -> Option<i64> {
+    let split = q
+        .find(|ch: char| !(ch.is_ascii_digit() || ch == '.' || ch == '-' || ch == '+'))
+        .unwrap_or(q.len());
+    let (number, suffix) = q.split_at(split);
+    let (mult_num, exp10): (i128, i32) = match suffix {
+        "" => (1, 0),
+        "Ki" => (1 << 10, 0),
+        "Mi" => (1 << 20, 0),
+        "Gi" => (1 << 30, 0),
+        "Ti" => (1 << 40, 0),
+        "Pi" => (1 << 50, 0),
+        "Ei" => (1 << 60, 0),
+        "n" => (1, -9),
+        "u" => (1, -6),
+        "m" => (1, -3),
+        "k" => (1, 3),
+        "M" => (1, 6),
+        "G" => (1, 9),
+        "T" => (1, 12),
+        "P" => (1, 15),
+        "E" => (1, 18),
+        s if s.starts_with(['e', 'E']) => (1, s[1..].parse().ok()?),
+        _ => return None,
+    };
+    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
+    let negative = int.starts_with('-');
+    let int = int.trim_start_matches(['-', '+']);
+    let digits = format!("{int}{frac}");
+    let mantissa: i128 = if digits.is_empty() {
+        0
+    } else {
+        digits.parse().ok()?
+    };
+    // value = mantissa * mult * 10^(exp10 - frac.len() + scale)
+    let exp = exp10 - frac.len() as i32 + scale as i32;
+    let base = mantissa.checked_mul(mult_num)?;
+    let value = if exp >= 0 {
+        base.checked_mul(10i128.checked_pow(exp as u32)?)?
+    } else {
+        let div = 10i128.checked_pow((-exp) as u32)?;
+        (base + div - 1) / div
+    };
+    let value = if negative { -value } else { value };
+    i64::try_from(value).ok()
 }
 
 impl fmt::Display for Quantity {

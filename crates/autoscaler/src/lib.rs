@@ -14,7 +14,9 @@
 //!    timeout and the PodAutoscaler's `Active` condition.
 //! 5. [`collector::Collector`] — per revision, the windows of 2 fed once a second with the
 //!    revision's total from the replicas' and the activator's reports.
-//! 6. [`simulate::simulate`] — drives 2–4 over a load trace with a simple pod model, and
+//! 6. [`hpa`] — the HPA class instead of 2–4: Kubernetes' HPA controller's arithmetic
+//!    (replica calculator, stabilization windows, scaling policies) on CPU or memory.
+//! 7. [`simulate::simulate`] — drives 2–4 over a load trace with a simple pod model, and
 //!    renders the result as CSV, JSON, a text table, an ASCII chart or an SVG chart.
 //!
 //! Start with [`simulate()`] to see the whole loop in ~50 lines, then [`decider`]:
@@ -35,6 +37,7 @@
 pub mod aggregation;
 pub mod collector;
 pub mod decider;
+pub mod hpa;
 pub mod link;
 pub mod scaler;
 pub mod simulate;
@@ -43,6 +46,7 @@ pub mod targets;
 pub use aggregation::{Aggregation, Buckets, MaxTimeWindow, MetricWindows};
 pub use collector::{ActivatorReport, ActivatorStat, Collector, PodStat, Sample, observed_value};
 pub use decider::{Autoscaler, Decider, Decision, PanicState, num_activators};
+pub use hpa::{Hpa, HpaDecision, HpaError, HpaMetric, HpaSpec, HpaTarget, PodMetric, PodState};
 pub use link::{ActivatorLink, RoutingMode};
 pub use scaler::{ActiveState, ScaleInput, ScaleResult, Scaler};
 pub use simulate::{SimOptions, SimRow, Simulation, Trace, TraceError, simulate};

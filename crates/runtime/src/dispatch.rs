@@ -132,6 +132,10 @@ impl Platform for ByImage {
         self.running(key).waiting(key)
     }
 
+    fn usage(&self, key: &RevisionKey) -> Vec<crate::ReplicaUsage> {
+        self.running(key).usage(key)
+    }
+
     fn revisions(&self) -> Vec<RevisionKey> {
         let mut all = self.process.revisions();
         all.extend(self.containers.revisions());

@@ -29,6 +29,9 @@ pub mod container;
 pub mod dispatch;
 pub mod podconfig;
 pub mod process;
+pub mod usage;
+
+pub use usage::ReplicaUsage;
 
 /// Identifies a revision: namespace and name.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -206,6 +209,13 @@ pub trait Platform: Send + Sync + 'static {
     /// 1.2 MB of 4.5 MB`). The revision shows it while it deploys. Default: nothing.
     fn waiting(&self, _key: &RevisionKey) -> Option<String> {
         None
+    }
+
+    /// What each running replica of a revision has used: its CPU time so far and its
+    /// memory now (`usage.rs`), for the HPA class. A replica that is not running, or whose
+    /// platform cannot tell, is left out. Default: nothing.
+    fn usage(&self, _key: &RevisionKey) -> Vec<ReplicaUsage> {
+        Vec::new()
     }
 
     /// The last `tail` lines (all buffered lines when None) of every replica of a revision,

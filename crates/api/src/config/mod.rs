@@ -197,6 +197,10 @@ pub struct AutoscalerConfig {
     pub scale_down_delay: GoDuration,
     /// `max-scale-limit` (0 = no limit).
     pub max_scale_limit: i32,
+    /// `wisp-hpa-sync-period` (wisp only): how often HPA-class revisions are measured and
+    /// scaled, Kubernetes' `--horizontal-pod-autoscaler-sync-period` (15 s). Knative has no
+    /// such key: its HPA class hands scaling to the cluster's HPA controller.
+    pub wisp_hpa_sync_period: GoDuration,
 }
 
 impl Default for AutoscalerConfig {
@@ -222,6 +226,7 @@ impl Default for AutoscalerConfig {
             max_scale: 0,
             scale_down_delay: GoDuration(0),
             max_scale_limit: 0,
+            wisp_hpa_sync_period: GoDuration::from_secs(15),
         }
     }
 }

@@ -998,6 +998,27 @@ fn autoscaling_annotation_ranges() {
             &d,
             String::new(),
         ),
+        // Knative's `validateMetric`: any non-empty metric for the HPA class (cpu, memory
+        // or a custom one), and its algorithm is not checked (`validateAlgorithm`).
+        (
+            vec![
+                ("class", "hpa.autoscaling.knative.dev"),
+                ("metric", "memory"),
+                ("target", "75"),
+                ("window", "30s"),
+            ],
+            &d,
+            String::new(),
+        ),
+        (
+            vec![
+                ("class", "hpa.autoscaling.knative.dev"),
+                ("metric", "custom-qps"),
+                ("metric-aggregation-algorithm", "whatever"),
+            ],
+            &d,
+            String::new(),
+        ),
         (
             vec![("class", "hpa.autoscaling.knative.dev"), ("metric", "")],
             &d,

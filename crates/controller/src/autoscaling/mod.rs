@@ -17,9 +17,15 @@
 //! 5. writes the PA status: `desiredScale`, `actualScale`, `Active`,
 //!    `ScaleTargetInitialized`, `SKSReady` and `Ready` (`pkg/apis/autoscaling/v1alpha1/pa_lifecycle.go`).
 //!
+//! A PA of the HPA class (`autoscaling.knative.dev/class: hpa.autoscaling.knative.dev`, or
+//! `pod-autoscaler-class`) takes [`hpa`]'s branch instead of 2–5: Kubernetes' HPA
+//! arithmetic on its replicas' CPU or memory every `wisp-hpa-sync-period`, and the PA
+//! status Knative's `hpa.go` writes.
+//!
 //! When the revision is gone the state is dropped (the store already cascade-deleted the
 //! PA through its owner reference).
 
+pub mod hpa;
 pub mod resources;
 pub mod scaling;
 pub mod sks;
@@ -40,13 +46,17 @@ use crate::{
     objects,
     reconciler::{Action, Context, Event, ObjectRef, ReconcileError, TypedReconciler},
 };
+pub use hpa::HpaState;
 pub use resources::KpaState;
 pub use scaling::{KpaReport, RevisionScale, RoutingMode, Scaling, since_epoch};
+use wisp_autoscaler::HpaError;
 
 /// Reconciles `podautoscalers.autoscaling.internal.knative.dev`.
 #[derive(Debug, Default)]
 pub struct PodAutoscalerReconciler {
     states: Mutex<HashMap<RevisionKey, KpaState>>,
+    /// HPA-class revisions' state ([`hpa`]).
+    hpa_states: Mutex<HashMap<RevisionKey, HpaState>>,
 }
 
 impl PodAutoscalerReconciler {
@@ -58,13 +68,121 @@ impl PodAutoscalerReconciler {
         wisp_sync::lock(&self.states)
     }
 
+    fn hpa_states(&self) -> MutexGuard<'_, HashMap<RevisionKey, HpaState>> {
+        wisp_sync::lock(&self.hpa_states)
+    }
+
+    /// A copy of a revision's HPA state (for tests and diagnostics).
+    pub fn hpa_state(&self, key: &RevisionKey) -> Option<HpaState> {
+        self.hpa_states().get(key).cloned()
+    }
+
     /// A copy of a revision's KPA state (for tests and diagnostics).
     pub fn state(&self, key: &RevisionKey) -> Option<KpaState> {
         self.states().get(key).cloned()
     }
 
+    /// An HPA-class revision ([`hpa`]): syncs when due, publishes the count with the
+    /// activator out of the path, and writes the PA status as Knative's `hpa.go` does.
+    fn reconcile_hpa(
+        &self,
+        ctx: &Context,
+        rev: &Revision,
+        pa: PodAutoscaler,
+        exists: bool,
+        key: &RevisionKey,
+        wall: chrono::DateTime<chrono::Utc>,
+    ) -> Result<Action, ReconcileError> {
+        let now = since_epoch(wall);
+        let cfg = ctx.config.load();
+        let spec = resources::hpa_spec(&pa, &cfg);
+        // The activator's poke means nothing here: the HPA never scales to zero.
+        ctx.scaling.take_poke(key);
+        let (replicas, desired, next) = {
+            let mut states = self.hpa_states();
+            let initial = resources::hpa_initial_replicas(&pa, &cfg, &spec);
+            let st = states
+                .entry(key.clone())
+                .or_insert_with(|| HpaState::new(&rev.metadata.uid, initial));
+            if st.uid != rev.metadata.uid {
+                *st = HpaState::new(&rev.metadata.uid, initial);
+            }
+            if st.until_sync(now, &spec).is_zero() {
+                let statuses = ctx.platform.replicas(key);
+                let usage = ctx.platform.usage(key);
+                let before = st.replicas;
+                if st.sync(now, &spec, &rev.spec.pod, &statuses, &usage) {
+                    match &st.error {
+                        // Expected while replicas start: a CPU rate needs two samples.
+                        Some(e @ (HpaError::NoMetrics | HpaError::NoPods)) => {
+                            tracing::debug!(revision = %key, "hpa: {e}")
+                        }
+                        // What the HPA cannot ever compute (no CPU request, a custom
+                        // metric): said once per change, as an HPA condition would.
+                        Some(e) => {
+                            tracing::warn!(revision = %key, "hpa: {e}; the replica count stays")
+                        }
+                        None => tracing::debug!(revision = %key, "hpa: metrics available"),
+                    }
+                }
+                if st.replicas != before {
+                    tracing::debug!(
+                        revision = %key,
+                        from = before,
+                        to = st.replicas,
+                        metric = ?st.current_metric,
+                        "hpa scale"
+                    );
+                }
+            }
+            (st.replicas, st.desired, st.until_sync(now, &spec))
+        };
+        let counts = replica_counts(ctx, key);
+        let ready = counts.ready;
+        let published = RevisionScale {
+            replicas,
+            want: desired,
+            // Knative's HPA class keeps its SKS in Serve mode; with no ready replica the
+            // SKS points at the activator, which holds the requests (wisp: Proxy).
+            mode: if ready > 0 {
+                RoutingMode::Serve
+            } else {
+                RoutingMode::Proxy
+            },
+            excess_burst_capacity: 0,
+            // `ReconcileSKS(ctx, pa, Serve, 0)`: 0 is "all activators".
+            num_activators: 0,
+        };
+        if ctx.scaling.publish(key, published) {
+            tracing::debug!(revision = %key, replicas, "hpa scale published");
+            ctx.scaling.wake(key);
+        }
+        publish_sks(ctx, rev, &pa, published, ready);
+        // `currentReplicas` of the HPA: the target's replicas that exist.
+        let current = counts.ready + counts.not_ready + counts.pending;
+        let status = resources::compute_hpa_status(
+            pa.status.as_ref(),
+            &pa,
+            desired,
+            current,
+            resources::hpa_active_threshold(&pa, &cfg),
+            wall,
+        );
+        if !exists {
+            let mut created = pa;
+            created.status = Some(status);
+            objects::create(&ctx.store, &created)?;
+        } else if pa.status.as_ref() != Some(&status) {
+            let mut updated = pa;
+            updated.status = Some(status);
+            objects::update_status(&ctx.store, &updated)?;
+        }
+        Ok(Action::RequeueAfter(next.max(resources::MIN_REQUEUE)))
+    }
+
     fn forget(&self, ctx: &Context, key: &RevisionKey) {
         self.states().remove(key);
+        self.hpa_states().remove(key);
         ctx.scaling.forget(key);
     }
 }
@@ -173,6 +291,11 @@ impl TypedReconciler for PodAutoscalerReconciler {
 
         let wall = (ctx.clock)();
         let now = since_epoch(wall);
+        if resources::is_hpa_class(&pa, &ctx.config.load()) {
+            self.states().remove(&key);
+            return self.reconcile_hpa(ctx, rev, pa, exists, &key, wall);
+        }
+        self.hpa_states().remove(&key);
         let spec = resources::decider_spec(&pa, &ctx.config.load());
         let counts = replica_counts(ctx, &key);
         let ready = counts.ready;

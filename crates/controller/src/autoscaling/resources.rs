@@ -14,7 +14,7 @@ use wisp_api::{
     serving::Revision,
 };
 use wisp_autoscaler::{
-    ActiveState, Decider, DeciderSpec, Decision, ScaleInput, ScaleResult, Scaler,
+    ActiveState, Decider, DeciderSpec, Decision, HpaSpec, ScaleInput, ScaleResult, Scaler,
     decider::{TICK, initial_excess_burst_capacity},
     num_activators,
     scaler::SCALE_UNKNOWN,
@@ -50,7 +50,7 @@ pub const UNREACHABLE: &str = "Unreachable";
 use wisp_api::annotations::LAST_APPLIED;
 
 /// Smallest requeue, so a tick computed a hair early does not spin.
-const MIN_REQUEUE: Duration = Duration::from_millis(50);
+pub(crate) const MIN_REQUEUE: Duration = Duration::from_millis(50);
 
 /// Knative's `reachability`: `active` ⇒ Reachable, `reserve` ⇒ Unreachable, otherwise
 /// (pending or unset) unknown (""); a revision whose resources failed (ResourcesAvailable
@@ -157,6 +157,94 @@ pub fn decider_spec(pa: &PodAutoscaler, cfg: &Config) -> DeciderSpec {
 }
 
 pub use wisp_autoscaler::scaler::initial_replicas;
+
+/// Whether a PA is of the HPA class: its `autoscaling.knative.dev/class`, else
+/// `config-autoscaler`'s `pod-autoscaler-class` (Knative's PA `SetDefaults`).
+pub fn is_hpa_class(pa: &PodAutoscaler, cfg: &Config) -> bool {
+    wisp_api::annotations::autoscaling::CLASS
+        .value(&pa.metadata.annotations)
+        .unwrap_or(&cfg.autoscaler.pod_autoscaler_class)
+        == wisp_api::config::HPA_CLASS
+}
+
+/// The HorizontalPodAutoscaler an HPA-class PA implies (`MakeHPA`), under `cfg`.
+pub fn hpa_spec(pa: &PodAutoscaler, cfg: &Config) -> HpaSpec {
+    HpaSpec::resolve(
+        &pa.metadata.annotations,
+        pa.spec.reachability != UNREACHABLE,
+        &cfg.autoscaler,
+    )
+}
+
+/// The replicas an HPA-class revision starts with: its initial scale (as the KPA's
+/// Deployment is created with), within the HPA's bounds; for a PA wisp reconciled before a
+/// restart, its stored `desiredScale` (the Deployment keeps its replicas while Kubernetes'
+/// HPA controller restarts), as [`KpaState::for_pa`] resumes.
+pub fn hpa_initial_replicas(pa: &PodAutoscaler, cfg: &Config, spec: &HpaSpec) -> u32 {
+    let stored = pa.status.as_ref().and_then(|s| {
+        conditions::is_true(&s.status, SCALE_TARGET_INITIALIZED)
+            .then_some(s.desired_scale)
+            .flatten()
+    });
+    let initial = stored.unwrap_or_else(|| decider_spec(pa, cfg).initial_scale);
+    u32::try_from(initial.clamp(spec.min_replicas, spec.max_replicas)).unwrap_or(1)
+}
+
+/// `activeThreshold` of Knative's `hpa.go`: the replicas an HPA-class PA needs before its
+/// scale target counts as initialized: max(min-scale, initial scale) until it first
+/// was, then max(min-scale, 1).
+pub fn hpa_active_threshold(pa: &PodAutoscaler, cfg: &Config) -> u32 {
+    let initialized = pa
+        .status
+        .as_ref()
+        .is_some_and(|s| conditions::is_true(&s.status, SCALE_TARGET_INITIALIZED));
+    // `ScaleBounds` min (0 while unreachable), not the HPA's floor of 1.
+    let min = if pa.spec.reachability == UNREACHABLE {
+        0
+    } else {
+        decider_spec(pa, cfg).min_scale
+    };
+    let other = if initialized {
+        1
+    } else {
+        decider_spec(pa, cfg).initial_scale
+    };
+    u32::try_from(min.max(other)).unwrap_or(0)
+}
+
+/// The status of an HPA-class PA (Knative's `hpa.go` `ReconcileKind`): `Active` always
+/// ("HPA is always _active_"), `SKSReady`, `ScaleTargetInitialized` once `current`
+/// reached `threshold`, `desiredScale` = the HPA's desired replicas, `actualScale` = its
+/// current replicas. Starts from `old` so that transition times survive.
+pub fn compute_hpa_status(
+    old: Option<&PodAutoscalerStatus>,
+    pa: &PodAutoscaler,
+    desired: i32,
+    current: u32,
+    threshold: u32,
+    now: DateTime<Utc>,
+) -> PodAutoscalerStatus {
+    let mut st = old.cloned().unwrap_or_default();
+    let s = &mut st.status;
+    CONDITIONS.initialize(s, now);
+    CONDITIONS.mark(s, SKS_READY, ConditionStatus::True, "", "", now);
+    if !conditions::is_true(s, SCALE_TARGET_INITIALIZED) && current >= threshold {
+        CONDITIONS.mark(
+            s,
+            SCALE_TARGET_INITIALIZED,
+            ConditionStatus::True,
+            "",
+            "",
+            now,
+        );
+    }
+    CONDITIONS.mark(s, ACTIVE, ConditionStatus::True, "", "", now);
+    s.observed_generation = pa.metadata.generation;
+    st.service_name = pa.metadata.name.clone();
+    st.desired_scale = Some(desired);
+    st.actual_scale = Some(i32::try_from(current).unwrap_or(i32::MAX));
+    st
+}
 
 /// One revision's KPA: its decider, its scaler, the latest decision and the replica count
 /// applied so far. Windows live in the collector (shared with the stats feed).

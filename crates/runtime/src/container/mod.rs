@@ -60,6 +60,7 @@ use crate::{
         launch::{BoxFut, Exit, Launched, Launcher, ReplicaInfo, Running, Sandbox},
         lock, probe,
     },
+    usage::Meter,
 };
 
 /// An image ready to run: its unpacked root filesystem (shared by every replica, never
@@ -1283,6 +1284,29 @@ impl Running for ContainerRun {
         for init in &self.inits {
             init.signal(signal);
         }
+    }
+
+    fn meters(&self) -> Vec<Meter> {
+        // The cgroups the container joined (`cgroups::joined`): a v1 hierarchy carrying the
+        // controller, or the unified one where it is enabled.
+        self.containers
+            .iter()
+            .zip(&self.inits)
+            .map(|(c, init)| {
+                let joined = cgroups::joined(&self.hierarchies, c.resources.as_ref());
+                let find = |controller: &str| {
+                    joined
+                        .iter()
+                        .find(|h| h.controllers.iter().any(|x| x == controller))
+                        .map(|h| (cgroups::dir(h, &c.cgroups_path), h.unified))
+                };
+                Meter {
+                    pid: init.pid,
+                    cpu: find("cpuacct").or_else(|| find("cpu").filter(|(_, v2)| *v2)),
+                    memory: find("memory"),
+                }
+            })
+            .collect()
     }
 
     fn finish(self: Box<Self>) -> BoxFut<'static, Option<String>> {

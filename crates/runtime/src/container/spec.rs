@@ -295,7 +295,7 @@ pub(crate) fn limits(c: &Container) -> Result<Limits, Failure> {
     };
     let memory = match res.limits.get("memory") {
         Some(q) => Some(
-            quantity_scaled(q.as_str(), 0)
+            q.scaled_value(0)
                 .filter(|b| *b > 0)
                 .ok_or_else(|| bad("memory", q.as_str()))?,
         ),
@@ -303,62 +303,13 @@ pub(crate) fn limits(c: &Container) -> Result<Limits, Failure> {
     };
     let cpu_quota = match res.limits.get("cpu") {
         Some(q) => {
-            let milli = quantity_scaled(q.as_str(), 3).ok_or_else(|| bad("cpu", q.as_str()))?;
+            let milli = q.scaled_value(3).ok_or_else(|| bad("cpu", q.as_str()))?;
             // MilliCPUToQuota: at least 1 ms per period.
             Some((milli * CPU_PERIOD as i64 / 1000).max(1000))
         }
         None => None,
     };
     Ok(Limits { memory, cpu_quota })
-}
-
-/// A canonical quantity times 10^`scale`, rounded up as apimachinery's `ScaledValue` does
-/// (`128Mi` → bytes with scale 0, `500m` → 500 with scale 3). None on overflow or nonsense.
-pub(crate) fn quantity_scaled(q: &str, scale: u32) -> Option<i64> {
-    let split = q
-        .find(|ch: char| !(ch.is_ascii_digit() || ch == '.' || ch == '-' || ch == '+'))
-        .unwrap_or(q.len());
-    let (number, suffix) = q.split_at(split);
-    let (mult_num, exp10): (i128, i32) = match suffix {
-        "" => (1, 0),
-        "Ki" => (1 << 10, 0),
-        "Mi" => (1 << 20, 0),
-        "Gi" => (1 << 30, 0),
-        "Ti" => (1 << 40, 0),
-        "Pi" => (1 << 50, 0),
-        "Ei" => (1 << 60, 0),
-        "n" => (1, -9),
-        "u" => (1, -6),
-        "m" => (1, -3),
-        "k" => (1, 3),
-        "M" => (1, 6),
-        "G" => (1, 9),
-        "T" => (1, 12),
-        "P" => (1, 15),
-        "E" => (1, 18),
-        s if s.starts_with(['e', 'E']) => (1, s[1..].parse().ok()?),
-        _ => return None,
-    };
-    let (int, frac) = number.split_once('.').unwrap_or((number, ""));
-    let negative = int.starts_with('-');
-    let int = int.trim_start_matches(['-', '+']);
-    let digits = format!("{int}{frac}");
-    let mantissa: i128 = if digits.is_empty() {
-        0
-    } else {
-        digits.parse().ok()?
-    };
-    // value = mantissa * mult * 10^(exp10 - frac.len() + scale)
-    let exp = exp10 - frac.len() as i32 + scale as i32;
-    let base = mantissa.checked_mul(mult_num)?;
-    let value = if exp >= 0 {
-        base.checked_mul(10i128.checked_pow(exp as u32)?)?
-    } else {
-        let div = 10i128.checked_pow((-exp) as u32)?;
-        (base + div - 1) / div
-    };
-    let value = if negative { -value } else { value };
-    i64::try_from(value).ok()
 }
 
 /// Everything that goes into one container's `config.json` besides its process.
@@ -757,7 +708,11 @@ mod tests {
             ("12Zi", 0, None),
         ];
         for (q, scale, want) in cases {
-            assert_eq!(quantity_scaled(q, scale), want, "{q} scale {scale}");
+            assert_eq!(
+                wisp_api::quantity::scaled(q, scale),
+                want,
+                "{q} scale {scale}"
+            );
         }
     }
 

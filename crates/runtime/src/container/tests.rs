@@ -516,6 +516,48 @@ async fn a_crash_is_recorded_with_its_exit_code_and_restarted(rt: Rt, n: u8) {
     fx.assert_torn_down();
 }
 
+both_runtimes!(usage_is_read_from_the_containers_cgroups, 31);
+/// `Platform::usage` of a container replica (the HPA class's input): its CPU time grows
+/// while a child of the app spins, capped by its 500m limit (wisp's runtime puts it in a
+/// CPU cgroup for that limit, and the time is read there), and its memory is non-zero.
+async fn usage_is_read_from_the_containers_cgroups(rt: Rt, n: u8) {
+    require_containers!();
+    let fx = Fixture::new(rt, n);
+    let p = fx.platform();
+    let mut c = hello("user-container");
+    c.command = vec![
+        "/bin/bash".into(),
+        "-c".into(),
+        "(while :; do :; done) & exec /hello".into(),
+    ];
+    c.resources = Some(ResourceRequirements {
+        limits: [
+            ("cpu".to_string(), "500m".parse().unwrap()),
+            ("memory".to_string(), "64Mi".parse().unwrap()),
+        ]
+        .into(),
+        ..ResourceRequirements::default()
+    });
+    let s = spec("usage", vec![c], Duration::from_secs(1));
+    p.scale(&s, 1);
+    wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    let first = p.usage(&s.key);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert!(first[0].memory > 0, "{first:?}");
+    let t = Instant::now();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let second = p.usage(&s.key);
+    let used = second[0].cpu.saturating_sub(first[0].cpu);
+    let limit = t.elapsed() / 2;
+    assert!(
+        used >= Duration::from_millis(200) && used <= limit + Duration::from_millis(100),
+        "{used:?} of CPU in {:?} (limit 500m): {first:?} → {second:?}",
+        t.elapsed()
+    );
+    p.shutdown().await;
+    fx.assert_torn_down();
+}
+
 both_runtimes!(a_memory_limit_is_enforced_and_reported_as_oom_killed, 5);
 async fn a_memory_limit_is_enforced_and_reported_as_oom_killed(rt: Rt, n: u8) {
     require_containers!();

@@ -24,7 +24,7 @@ use super::{
     launch::{BoxFut, Exit, Launched, Launcher, ReplicaInfo, Running, Sandbox},
     probe, records,
 };
-use crate::{Failure, ReplicaSpec, podconfig};
+use crate::{Failure, ReplicaSpec, podconfig, usage::Meter};
 
 /// Runs replicas as host processes. `state_dir` holds the pid records.
 pub(crate) struct ProcessLauncher {
@@ -197,6 +197,12 @@ impl Running for HostRun {
 
     fn signal(&self, signal: Signal) {
         let _ = killpg(Pid::from_raw(self.pgid), signal);
+    }
+
+    fn meters(&self) -> Vec<Meter> {
+        // The group's leader: its tree is the replica (a child that left the group with
+        // `setsid` is still its descendant).
+        vec![Meter::tree(self.pgid)]
     }
 
     fn finish(self: Box<Self>) -> BoxFut<'static, Option<String>> {

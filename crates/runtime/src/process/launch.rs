@@ -131,6 +131,9 @@ pub(crate) trait Running: Send {
     /// Sends `signal` to the replica (its process group; a container's init).
     fn signal(&self, signal: Signal);
 
+    /// Where the run's CPU time and memory are read (one meter per container).
+    fn meters(&self) -> Vec<crate::usage::Meter>;
+
     /// After the main process exited: removes what is left of the run. Returns a reason the
     /// kernel gave for the exit (`OOMKilled`), if any.
     fn finish(self: Box<Self>) -> BoxFut<'static, Option<String>>;

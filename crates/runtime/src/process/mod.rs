@@ -207,6 +207,8 @@ struct Revision {
 struct ReplicaEntry {
     index: u32,
     status: ReplicaStatus,
+    /// Where the current run's usage is read; empty while it does not run.
+    meters: Vec<crate::usage::Meter>,
     stopping: bool,
     stop: watch::Sender<bool>,
 }
@@ -580,6 +582,7 @@ impl Inner {
                             ..Default::default()
                         },
                     },
+                    meters: Vec::new(),
                     stopping: false,
                     stop,
                 },
@@ -743,6 +746,22 @@ impl Platform for ProcessPlatform {
 
     fn revisions(&self) -> Vec<RevisionKey> {
         self.inner.revisions()
+    }
+
+    fn usage(&self, key: &RevisionKey) -> Vec<crate::ReplicaUsage> {
+        // Copied under the lock, read outside it: reading /proc and cgroups is file I/O.
+        let meters: Vec<_> = {
+            let state = lock(&self.inner.state);
+            let Some(rev) = state.revisions.get(key) else {
+                return Vec::new();
+            };
+            rev.replicas
+                .values()
+                .filter(|r| !r.meters.is_empty())
+                .map(|r| (r.status.name.clone(), r.meters.clone()))
+                .collect()
+        };
+        crate::usage::read(meters)
     }
 
     fn changes(&self) -> broadcast::Receiver<RevisionKey> {

@@ -187,6 +187,9 @@ impl Replica {
             Ok(launched) => launched,
             Err(message) => return End::Exited(start_error(message)),
         };
+        let meters = run.meters();
+        self.inner
+            .update_replica(&self.key, self.id, |r| r.meters = meters);
         let tail = Arc::new(Mutex::new(VecDeque::new()));
         let readers: Vec<JoinHandle<()>> = outputs
             .into_iter()
@@ -227,6 +230,8 @@ impl Replica {
                 self.terminate(&mut *run).await
             }
         };
+        self.inner
+            .update_replica(&self.key, self.id, |r| r.meters.clear());
         // Before draining: output pipes close only once everything the run started is gone.
         let reason = run.finish().await;
         let _ = timeout(DRAIN_OUTPUT, async {

@@ -439,6 +439,33 @@ async fn failing_liveness_and_startup_probes_restart_the_replica() {
     shut_down(&p, &dir.path().join("state"), &[]).await;
 }
 
+/// `Platform::usage` of a process replica covers its whole tree: here all the CPU is a
+/// background child's, the main process only sleeps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_counts_the_whole_process_tree() {
+    let (p, dir) = platform(fast());
+    let s = spec(
+        "busy-00001",
+        "(while :; do :; done) &\nexec sleep 60",
+        exec_probe(&["true"]),
+    );
+    p.scale(&s, 1);
+    let r = wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    let first = p.usage(&s.key);
+    assert_eq!(first.len(), 1, "{first:?}");
+    assert_eq!(first[0].name, r[0].name);
+    assert!(first[0].memory > 0, "{first:?}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let second = p.usage(&s.key);
+    let used = second[0].cpu.saturating_sub(first[0].cpu);
+    // A spinning child gets well over a tenth of a CPU even on a busy machine.
+    assert!(used >= Duration::from_millis(100), "{first:?} → {second:?}");
+    p.scale(&s, 0);
+    wait_for(&p, &s.key, "stopped", |r| r.is_empty().then_some(())).await;
+    assert!(p.usage(&s.key).is_empty(), "a stopped replica has no usage");
+    shut_down(&p, &dir.path().join("state"), &[]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readiness_follows_the_probe_after_ready() {
     let (p, dir) = platform(fast());

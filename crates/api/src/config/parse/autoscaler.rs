@@ -45,6 +45,7 @@ pub(super) fn autoscaler(d: &Data) -> Result<AutoscalerConfig, ConfigError> {
     d.int(&["max-scale"], &mut c.max_scale)?;
     d.duration(&["scale-down-delay"], &mut c.scale_down_delay)?;
     d.int(&["max-scale-limit"], &mut c.max_scale_limit)?;
+    d.duration(&["wisp-hpa-sync-period"], &mut c.wisp_hpa_sync_period)?;
 
     // Percentages above 1 are percent; values in (0, 1] are a legacy fraction spelling.
     if c.container_concurrency_target_fraction > 1.0 {
@@ -59,6 +60,15 @@ pub(super) fn autoscaler(d: &Data) -> Result<AutoscalerConfig, ConfigError> {
             format!(
                 "scale-to-zero-grace-period must be positive, was: {}",
                 c.scale_to_zero_grace_period
+            ),
+        ));
+    }
+    if c.wisp_hpa_sync_period.0 <= 0 {
+        return Err(d.invalid(
+            "wisp-hpa-sync-period",
+            format!(
+                "wisp-hpa-sync-period must be positive, was: {}",
+                c.wisp_hpa_sync_period
             ),
         ));
     }

@@ -109,6 +109,7 @@ config-autoscaler:
   max-scale: 8
   scale-down-delay: 15m
   max-scale-limit: 10
+  wisp-hpa-sync-period: 3s
 "#,
     );
     let a = c.autoscaler;
@@ -135,6 +136,7 @@ config-autoscaler:
     assert_eq!(a.max_scale, 8);
     assert_eq!(a.scale_down_delay, GoDuration::from_secs(900));
     assert_eq!(a.max_scale_limit, 10);
+    assert_eq!(a.wisp_hpa_sync_period, GoDuration::from_secs(3));
 }
 
 #[test]
@@ -254,6 +256,16 @@ fn autoscaler_rejects() {
             "scale-to-zero-grace-period: 0s",
             "scale-to-zero-grace-period",
             "must be positive, was: 0s",
+        ),
+        (
+            "wisp-hpa-sync-period: 0s",
+            "wisp-hpa-sync-period",
+            "must be positive, was: 0s",
+        ),
+        (
+            "wisp-hpa-sync-period: soon",
+            "wisp-hpa-sync-period",
+            "invalid duration",
         ),
         (
             "scale-to-zero-pod-retention-period: -1s",

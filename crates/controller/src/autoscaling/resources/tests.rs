@@ -449,3 +449,55 @@ fn a_pa_reconciled_before_a_restart_resumes_from_its_status() {
         }
     }
 }
+
+#[test]
+fn hpa_class_pa() {
+    let mut cfg = Config::default();
+    let hpa = [
+        (
+            "autoscaling.knative.dev/class",
+            "hpa.autoscaling.knative.dev",
+        ),
+        ("autoscaling.knative.dev/min-scale", "2"),
+        ("autoscaling.knative.dev/max-scale", "4"),
+    ];
+    let mut pa = make_pa(&rev(&hpa, Some("active")));
+    assert!(is_hpa_class(&pa, &cfg));
+    assert!(!is_hpa_class(&make_pa(&rev(&[], None)), &cfg));
+    cfg.autoscaler.pod_autoscaler_class = wisp_api::config::HPA_CLASS.into();
+    assert!(
+        is_hpa_class(&make_pa(&rev(&[], None)), &cfg),
+        "the config's default class"
+    );
+    let spec = hpa_spec(&pa, &cfg);
+    assert_eq!((spec.min_replicas, spec.max_replicas), (2, 4));
+    assert_eq!(
+        hpa_initial_replicas(&pa, &cfg, &spec),
+        2,
+        "initial 1 within [2, 4]"
+    );
+    assert_eq!(hpa_active_threshold(&pa, &cfg), 2);
+
+    // Status: Active always; initialized once the replicas reach the threshold.
+    let st = compute_hpa_status(None, &pa, 2, 1, 2, test_clock());
+    assert!(conditions::is_true(&st.status, ACTIVE));
+    assert!(conditions::is_true(&st.status, SKS_READY));
+    assert!(!conditions::is_true(&st.status, SCALE_TARGET_INITIALIZED));
+    assert!(!conditions::is_true(&st.status, READY));
+    assert_eq!((st.desired_scale, st.actual_scale), (Some(2), Some(1)));
+    let st = compute_hpa_status(Some(&st), &pa, 3, 2, 2, test_clock());
+    assert!(conditions::is_true(&st.status, SCALE_TARGET_INITIALIZED));
+    assert!(conditions::is_true(&st.status, READY));
+    // Once initialized it stays so, whatever the replicas.
+    let st = compute_hpa_status(Some(&st), &pa, 3, 0, 2, test_clock());
+    assert!(conditions::is_true(&st.status, SCALE_TARGET_INITIALIZED));
+
+    // A restart resumes from the stored desiredScale.
+    pa.status = Some(st);
+    assert_eq!(hpa_initial_replicas(&pa, &cfg, &spec), 3);
+    assert_eq!(
+        hpa_active_threshold(&pa, &cfg),
+        2,
+        "max(min-scale, 1) once initialized"
+    );
+}
