@@ -377,6 +377,10 @@ impl ContainerLauncher {
         let failure = self
             .network
             .get_or_init(|| async {
+                // Once per platform, with the rest of what the first replica needs.
+                tokio::task::spawn_blocking(cgroups::favor_dynamic_modifications)
+                    .await
+                    .ok();
                 self.net.set_up().await.err().map(|e| Failure {
                     reason: "ContainerRuntimeUnavailable".into(),
                     message: format!(
