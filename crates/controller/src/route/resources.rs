@@ -486,6 +486,7 @@ pub fn host_routes(
             None => tag_targets.clone(),
             Some(_) => BTreeMap::new(),
         },
+        rewrite_host: None,
     };
     let mut out = BTreeMap::new();
     for (name, locals) in &hosts.local {

@@ -1,0 +1,205 @@
+//! DomainMapping end to end (issue #19): a real `wisp serve` maps a custom domain to a
+//! Knative Service through its ingress, refuses a domain another namespace claimed, and
+//! stops routing a mapping as soon as it is deleted.
+#![allow(clippy::unwrap_used)] // tests unwrap: a panic is the failure report
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Server, sample_bin, wait_for};
+
+const READY_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A Service running the `bin` sample (`echo` shows the headers it got, `hello` greets
+/// `target`).
+fn service(ns: &str, name: &str, bin: &str, target: &str) -> String {
+    format!(
+        "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  template:\n    spec:\n      containers:\n      - command: [{:?}]\n        env:\n        - name: TARGET\n          value: {target}\n",
+        sample_bin(bin).display().to_string()
+    )
+}
+
+fn mapping(ns: &str, domain: &str, svc: &str) -> String {
+    format!(
+        "apiVersion: serving.knative.dev/v1beta1\nkind: DomainMapping\nmetadata:\n  name: {domain}\n  namespace: {ns}\nspec:\n  ref:\n    apiVersion: serving.knative.dev/v1\n    kind: Service\n    name: {svc}\n"
+    )
+}
+
+fn dm_path(ns: &str, name: &str) -> String {
+    format!("/apis/serving.knative.dev/v1beta1/namespaces/{ns}/domainmappings/{name}")
+}
+
+/// A condition of a DomainMapping: (status, reason, message).
+fn condition(s: &Server, ns: &str, name: &str, ty: &str) -> Option<(String, String, String)> {
+    let o = s.get_json(&dm_path(ns, name))?;
+    let c = o["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == ty)?
+        .clone();
+    let f = |k: &str| c[k].as_str().unwrap_or("").to_string();
+    Some((f("status"), f("reason"), f("message")))
+}
+
+fn wait_ready(s: &Server, ns: &str, kind_path: &str, name: &str) {
+    wait_for(&format!("{ns}/{name} Ready"), READY_TIMEOUT, || {
+        let o = s.get_json(&format!("{kind_path}/namespaces/{ns}/{name}"))?;
+        o["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            .then_some(())
+    });
+}
+
+/// `curl -H "Host: {host}" http://{addr}{path}` → (status, body).
+fn get(addr: &str, host: &str, path: &str) -> (u16, String) {
+    let c = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    match c
+        .get(format!("http://{addr}{path}"))
+        .header("host", host)
+        .send()
+    {
+        Ok(r) => (r.status().as_u16(), r.text().unwrap_or_default()),
+        Err(e) => (0, format!("request failed: {e}")),
+    }
+}
+
+fn cli(s: &Server, args: &[&str]) -> String {
+    let out = s.cli().args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "wisp {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_domain_routes_to_its_service_until_deleted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("config.yaml");
+    std::fs::write(
+        &cfg,
+        "config-network:\n  autocreate-cluster-domain-claims: \"true\"\n",
+    )
+    .unwrap();
+    let s = Server::start_with(&["--config", cfg.to_str().unwrap()]);
+    s.apply("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: other\n");
+    s.apply(&service("default", "hello", "echo", "Default"));
+    s.apply(&service("other", "hello", "hello", "Other"));
+    let services = "/apis/serving.knative.dev/v1";
+    wait_ready(&s, "default", services, "services/hello");
+    wait_ready(&s, "other", services, "services/hello");
+
+    s.apply(&mapping("default", "www.example.org", "hello"));
+    wait_for("the mapping Ready", READY_TIMEOUT, || {
+        condition(&s, "default", "www.example.org", "Ready").filter(|c| c.0 == "True")
+    });
+    let dm = s.get_json(&dm_path("default", "www.example.org")).unwrap();
+    assert_eq!(dm["status"]["url"], "http://www.example.org");
+    assert_eq!(dm["spec"]["ref"]["namespace"], "default");
+    let claim = s
+        .get_json(
+            "/apis/networking.internal.knative.dev/v1alpha1/clusterdomainclaims/www.example.org",
+        )
+        .unwrap();
+    assert_eq!(claim["spec"]["namespace"], "default");
+
+    // `curl -H 'Host: www.example.org' http://<ingress>/headers`: the Service answers, and
+    // sees the mapped domain as its Host.
+    let (st, body) = get(&s.http_addr, "www.example.org", "/headers");
+    assert_eq!(st, 200, "{body}");
+    assert!(body.contains("host: www.example.org\n"), "{body}");
+    // Only on the external listener.
+    assert_eq!(get(&s.local_addr, "www.example.org", "/headers").0, 404);
+
+    // Another namespace cannot take the domain.
+    s.apply(&mapping("other", "www.example.org", "hello"));
+    let claimed = wait_for("the second mapping refused", READY_TIMEOUT, || {
+        condition(&s, "other", "www.example.org", "DomainClaimed").filter(|c| c.0 == "False")
+    });
+    assert_eq!(
+        claimed,
+        (
+            "False".into(),
+            "DomainAlreadyClaimed".into(),
+            "The domain name is already in use by another DomainMapping".into()
+        )
+    );
+    // The domain still goes to the first namespace's Service.
+    let (st, body) = get(&s.http_addr, "www.example.org", "/headers");
+    assert_eq!(st, 200, "{body}");
+    assert!(body.contains("host: www.example.org\n"), "{body}");
+
+    // `wisp get dm` shows both, with Knative's columns.
+    let out = cli(&s, &["get", "dm", "-A"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[0].contains("URL") && lines[0].contains("READY"),
+        "{out}"
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("www.example.org")
+            && l.contains("http://www.example.org")
+            && l.contains("True")),
+        "{out}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("other") && l.contains("DomainAlreadyClaimed")),
+        "{out}"
+    );
+
+    // Deleting the mapping stops the routing at once; the claim goes with it, and the other
+    // namespace's mapping then gets the domain.
+    cli(&s, &["delete", "domainmapping", "www.example.org"]);
+    wait_for("the domain unrouted", Duration::from_secs(5), || {
+        let (st, body) = get(&s.http_addr, "www.example.org", "/headers");
+        (st == 404 || body == "Hello Other!\n").then_some(())
+    });
+    wait_for("the other namespace's mapping Ready", READY_TIMEOUT, || {
+        condition(&s, "other", "www.example.org", "Ready").filter(|c| c.0 == "True")
+    });
+    let claim = s
+        .get_json(
+            "/apis/networking.internal.knative.dev/v1alpha1/clusterdomainclaims/www.example.org",
+        )
+        .unwrap();
+    assert_eq!(claim["spec"]["namespace"], "other");
+    assert_eq!(
+        get(&s.http_addr, "www.example.org", "/"),
+        (200, "Hello Other!\n".into())
+    );
+}
+
+#[test]
+fn invalid_mappings_are_refused_with_knative_s_messages() {
+    let s = Server::start();
+    let out = s
+        .cli()
+        .args(["apply", "-f", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin.take().unwrap().write_all(
+                mapping("default", "hello.default.svc.cluster.local", "hello").as_bytes(),
+            )?;
+            c.wait_with_output()
+        })
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("invalid name \"hello.default.svc.cluster.local\": must not be a subdomain of cluster local domain \"cluster.local\": metadata.name"),
+        "{err}"
+    );
+}
