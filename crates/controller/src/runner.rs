@@ -882,7 +882,8 @@ mod tests {
                 "podautoscaler",
                 "route",
                 "labeler",
-                "gc"
+                "gc",
+                "domainmapping"
             ]
         );
     }

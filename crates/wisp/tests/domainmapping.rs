@@ -7,7 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Server, sample_bin, wait_for};
+use common::{
+    Server,
+    kubectl::{Kubectl, kubectl_installed, words},
+    sample_bin, wait_for,
+};
 
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -202,4 +206,56 @@ fn invalid_mappings_are_refused_with_knative_s_messages() {
         err.contains("invalid name \"hello.default.svc.cluster.local\": must not be a subdomain of cluster local domain \"cluster.local\": metadata.name"),
         "{err}"
     );
+}
+
+#[test]
+fn kubectl_applies_and_gets_domain_mappings() {
+    if !kubectl_installed() {
+        eprintln!("kubectl not on PATH: skipping");
+        return;
+    }
+    let s = Server::start();
+    let dir = tempfile::tempdir().unwrap();
+    let k = Kubectl::new(dir.path(), &s);
+    // Without autocreate (Knative's default) the claim is the user's to make.
+    let file = dir.path().join("dm.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "{}---\n{}---\napiVersion: networking.internal.knative.dev/v1alpha1\nkind: ClusterDomainClaim\nmetadata:\n  name: www.example.org\nspec:\n  namespace: default\n",
+            service("default", "hello", "hello", "Kubectl"),
+            mapping("default", "www.example.org", "hello")
+        ),
+    )
+    .unwrap();
+    let out = k.ok(&["apply", "-f", file.to_str().unwrap()]);
+    assert!(
+        out.contains("domainmapping.serving.knative.dev/www.example.org created")
+            && out.contains(
+                "clusterdomainclaim.networking.internal.knative.dev/www.example.org created"
+            ),
+        "{out}"
+    );
+    wait_for("the mapping Ready", READY_TIMEOUT, || {
+        condition(&s, "default", "www.example.org", "Ready").filter(|c| c.0 == "True")
+    });
+    assert_eq!(
+        words(&k.ok(&["get", "dm"])),
+        words(
+            "NAME              URL                      READY   REASON
+             www.example.org   http://www.example.org   True"
+        )
+    );
+    assert_eq!(
+        k.ok(&["get", "cdc", "-o", "jsonpath={.items[*].spec.namespace}"]),
+        "default"
+    );
+    assert_eq!(
+        get(&s.http_addr, "www.example.org", "/"),
+        (200, "Hello Kubectl!\n".into())
+    );
+    k.ok(&["delete", "dm", "www.example.org"]);
+    wait_for("the domain unrouted", Duration::from_secs(5), || {
+        (get(&s.http_addr, "www.example.org", "/").0 == 404).then_some(())
+    });
 }

@@ -241,8 +241,11 @@ fn publish(ctx: &Context, namespace: &str, name: &str, entries: &BTreeMap<String
 /// [`DomainMappingReconciler::watches`]. Fed by DomainMapping events.
 #[derive(Debug, Default)]
 pub struct DomainMappingIndex {
-    by_namespace: Mutex<BTreeMap<String, BTreeMap<String, (String, String)>>>,
+    by_namespace: Mutex<BTreeMap<String, Mappings>>,
 }
+
+/// A namespace's mappings: name → the (kind, name) of their ref.
+type Mappings = BTreeMap<String, (String, String)>;
 
 impl DomainMappingIndex {
     /// The namespaces holding a mapping of this name.
