@@ -250,6 +250,17 @@ fn kubectl_applies_and_gets_domain_mappings() {
         k.ok(&["get", "cdc", "-o", "jsonpath={.items[*].spec.namespace}"]),
         "default"
     );
+    // Its KIngress, as Knative makes it.
+    assert_eq!(
+        k.ok(&[
+            "get",
+            "king",
+            "www.example.org",
+            "-o",
+            "jsonpath={.spec.rules[0].http.paths[0].rewriteHost}"
+        ]),
+        "hello.default.svc.cluster.local"
+    );
     assert_eq!(
         get(&s.http_addr, "www.example.org", "/"),
         (200, "Hello Kubectl!\n".into())

@@ -2,7 +2,7 @@
 //! domain (a ClusterDomainClaim, created when config-network
 //! `autocreate-cluster-domain-claims` is true), resolves the ref to its cluster-local host,
 //! and publishes the domain in the routing table with that host as its rewrite, in place of
-//! Knative's KIngress.
+//! Knative's KIngress (which the KIngress view shows, built by `resources::make_ingress`).
 //!
 //! When the claim belongs to another namespace the mapping's entry leaves the routing table
 //! (a domain never routes into a namespace that does not own it); when the ref does not
@@ -113,6 +113,9 @@ impl TypedReconciler for DomainMappingReconciler {
             );
             dm.status = Some(st);
             publish(ctx, &ns, &name, &BTreeMap::new());
+            ctx.views
+                .ingresses
+                .replace_set(&view_set(&ns, &name), Vec::new());
             return Ok(Action::Done);
         }
         CONDITIONS.mark_true(&mut st.status, condition::DOMAIN_CLAIMED, now);
@@ -138,6 +141,10 @@ impl TypedReconciler for DomainMappingReconciler {
                     .next()
                     .is_none();
                 publish(ctx, &ns, &name, &resources::host_route(dm, &target));
+                ctx.views.ingresses.replace_set(
+                    &view_set(&ns, &name),
+                    vec![resources::make_ingress(dm, &target, &cfg)],
+                );
                 if first {
                     ctx.event(
                         &kinds::DOMAIN_MAPPING,
@@ -157,6 +164,9 @@ impl TypedReconciler for DomainMappingReconciler {
 
     fn gone(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
         publish(ctx, &key.namespace, &key.name, &BTreeMap::new());
+        ctx.views
+            .ingresses
+            .replace_set(&view_set(&key.namespace, &key.name), Vec::new());
         if ctx.config.load().network.autocreate_cluster_domain_claims
             && let Some(claim) = objects::get::<ClusterDomainClaim>(&ctx.store, "", &key.name)?
             && claim.spec.namespace == key.namespace
@@ -225,6 +235,11 @@ fn referent(ctx: &Context, dm: &DomainMapping) -> Result<Referent, ReconcileErro
             Some(rt) => Referent::Addressable(address(rt.status.and_then(|s| s.address).as_ref())),
         }
     })
+}
+
+/// The mapping's set in the KIngress view (apart from the routes' sets).
+fn view_set(ns: &str, name: &str) -> String {
+    format!("domainmapping:{ns}/{name}")
 }
 
 /// Replaces the mapping's entry in the routing table (none: removed).

@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 
+use serde_json::{Map, Value, json};
 use wisp_api::{
     config::Config,
     domainmapping::{
@@ -179,10 +180,110 @@ pub fn host_route(dm: &DomainMapping, target_host: &str) -> BTreeMap<String, Hos
     )])
 }
 
+/// `resources.MakeIngress` as the KIngress view wisp shows for the mapping (its routing is
+/// the [`host_route`] entry): one ExternalIP rule for the domain, rewriting Host to
+/// `target_host` and sending to the Service named by its first label, with
+/// `K-Original-Host` appended. Named after the mapping (Knative's `kmeta.ChildName`, which
+/// only shortens names past 63 characters). Ready: wisp's ingress serves it at once.
+pub fn make_ingress(dm: &DomainMapping, target_host: &str, cfg: &Config) -> Value {
+    let meta = &dm.metadata;
+    let mut labels: Map<String, Value> = meta
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), v.clone().into()))
+        .collect();
+    labels.insert(UID_LABEL.into(), meta.uid.clone().into());
+    labels.insert(NAMESPACE_LABEL.into(), meta.namespace.clone().into());
+    let mut annotations: Map<String, Value> = meta
+        .annotations
+        .iter()
+        .filter(|(k, _)| k.as_str() != LAST_APPLIED)
+        .map(|(k, v)| (k.clone(), v.clone().into()))
+        .collect();
+    annotations
+        .entry(CLASS_ANNOTATION)
+        .or_insert_with(|| cfg.network.ingress_class.clone().into());
+    let service = target_host.split('.').next().unwrap_or_default();
+    let lb = |svc: &str| json!({"ingress": [{"domainInternal": wisp_views::ingress::domain_internal(svc, &cfg.network.cluster_domain)}]});
+    let ready = |t: &str| json!({"type": t, "status": "True"});
+    json!({
+        "apiVersion": kinds::INGRESS.api_version(),
+        "kind": "Ingress",
+        "metadata": {
+            "name": meta.name,
+            "namespace": meta.namespace,
+            "labels": labels,
+            "annotations": annotations,
+            "ownerReferences": [{
+                "apiVersion": kinds::DOMAIN_MAPPING.api_version(),
+                "kind": kinds::DOMAIN_MAPPING.kind,
+                "name": meta.name,
+                "uid": meta.uid,
+                "controller": true,
+                "blockOwnerDeletion": true,
+            }],
+        },
+        "spec": {
+            "httpOption": "Enabled",
+            "rules": [{
+                "hosts": [meta.name],
+                "visibility": "ExternalIP",
+                "http": {"paths": [{
+                    "rewriteHost": target_host,
+                    "splits": [{
+                        "percent": 100,
+                        "appendHeaders": {"K-Original-Host": meta.name},
+                        "serviceNamespace": meta.namespace,
+                        "serviceName": service,
+                        "servicePort": 80,
+                    }],
+                }]},
+            }],
+        },
+        "status": {
+            "observedGeneration": 0,
+            "conditions": [ready("LoadBalancerReady"), ready("NetworkConfigured"), ready("Ready")],
+            "publicLoadBalancer": lb(wisp_views::ingress::EXTERNAL),
+            "privateLoadBalancer": lb(wisp_views::ingress::INTERNAL),
+        },
+    })
+}
+
+/// `serving.DomainMappingUIDLabelKey` and `DomainMappingNamespaceLabelKey`.
+const UID_LABEL: &str = "serving.knative.dev/domainMappingUID";
+const NAMESPACE_LABEL: &str = "serving.knative.dev/domainMappingNamespace";
+/// `networking.IngressClassAnnotationKey` (a mapping may choose its class so).
+const CLASS_ANNOTATION: &str = "networking.knative.dev/ingress.class";
+/// `corev1.LastAppliedConfigAnnotation`, left off the KIngress.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_kingress_view() {
+        let mut d = dm("serving.knative.dev/v1", "Service");
+        d.metadata
+            .annotations
+            .insert(LAST_APPLIED.into(), "{}".into());
+        let ing = make_ingress(&d, "hello.ns.svc.cluster.local", &Config::default());
+        assert_eq!(ing["metadata"]["name"], "www.example.org");
+        assert_eq!(ing["metadata"]["labels"][NAMESPACE_LABEL], "ns");
+        assert!(ing["metadata"]["annotations"].get(LAST_APPLIED).is_none());
+        assert_eq!(
+            ing["metadata"]["annotations"][CLASS_ANNOTATION],
+            Config::default().network.ingress_class
+        );
+        let path = &ing["spec"]["rules"][0]["http"]["paths"][0];
+        assert_eq!(path["rewriteHost"], "hello.ns.svc.cluster.local");
+        assert_eq!(path["splits"][0]["serviceName"], "hello");
+        assert_eq!(
+            path["splits"][0]["appendHeaders"]["K-Original-Host"],
+            "www.example.org"
+        );
+    }
 
     fn dm(api_version: &str, kind: &str) -> DomainMapping {
         serde_json::from_value(json!({

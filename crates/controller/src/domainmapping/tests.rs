@@ -118,6 +118,7 @@ fn maps_claims_and_releases() {
     objects::delete::<DomainMapping>(&ctx.store, "ns1", "www.example.org", None).unwrap();
     reconcile(&ctx, "ns1", "www.example.org");
     assert!(ctx.routing.load().hosts.is_empty());
+    assert!(ctx.views.ingresses.get("ns1", "www.example.org").is_none());
     assert!(
         objects::get::<ClusterDomainClaim>(&ctx.store, "", "www.example.org")
             .unwrap()
