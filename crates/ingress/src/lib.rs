@@ -104,6 +104,18 @@ impl Ingress {
         peer: SocketAddr,
         listener: Visibility,
     ) -> impl Future<Output = Response<Body>> + Send + use<> {
+        self.handle_scheme(req, peer, listener, "http")
+    }
+
+    /// [`Ingress::handle`] for a request that arrived over `scheme` (`https` on the TLS
+    /// listener: `X-Forwarded-Proto` says so).
+    pub fn handle_scheme(
+        &self,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        listener: Visibility,
+        scheme: &'static str,
+    ) -> impl Future<Output = Response<Body>> + Send + use<> {
         let mut req = req;
         let routed = self.route(&req, listener);
         // The app gets exactly the Host wisp routed by: an absolute-form target's authority
@@ -125,7 +137,7 @@ impl Ingress {
         let ctx = ForwardContext {
             client_addr: peer.ip(),
             client_port: peer.port(),
-            scheme: "http",
+            scheme,
             proxied_by_activator: false,
             arrived: None,
         };

@@ -270,3 +270,160 @@ fn kubectl_applies_and_gets_domain_mappings() {
         (get(&s.http_addr, "www.example.org", "/").0 == 404).then_some(())
     });
 }
+
+/// A CA named `ca_name` and a certificate it signs for `host`, as PEM: (ca.crt, tls.crt,
+/// tls.key).
+fn certificate_for(host: &str, ca_name: &str) -> (String, String, String) {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::default();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    // Subjects of their own: a leaf whose subject is its issuer's looks self-signed.
+    ca.distinguished_name.push(DnType::CommonName, ca_name);
+    let ca_cert = ca.self_signed(&ca_key).unwrap();
+    let issuer = Issuer::from_ca_cert_pem(&ca_cert.pem(), ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let mut leaf = CertificateParams::new(vec![host.to_string()]).unwrap();
+    leaf.distinguished_name.push(DnType::CommonName, host);
+    let leaf = leaf.signed_by(&key, &issuer).unwrap();
+    (ca_cert.pem(), leaf.pem(), key.serialize_pem())
+}
+
+/// `curl --cacert ca --resolve host:port:127.0.0.1 https://host:port/path` with extra
+/// flags: (success, the `-w` output then the body, stderr).
+fn curl_https(
+    s: &Server,
+    ca: &std::path::Path,
+    host: &str,
+    path: &str,
+    extra: &[&str],
+) -> (bool, String, String) {
+    let port = s.https_addr.rsplit_once(':').unwrap().1;
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "20", "--cacert"])
+        .arg(ca)
+        .args(["--resolve", &format!("{host}:{port}:127.0.0.1")])
+        .args(extra)
+        .arg(format!("https://{host}:{port}{path}"))
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn https_serves_a_mapping_s_certificate_by_sni() {
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("curl not on PATH: skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("config.yaml");
+    std::fs::write(
+        &cfg,
+        "config-network:\n  autocreate-cluster-domain-claims: \"true\"\n",
+    )
+    .unwrap();
+    let s = Server::start_with(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--https-addr",
+        "127.0.0.1:0",
+    ]);
+    assert!(!s.https_addr.is_empty());
+    let (ca, crt, key) = certificate_for("secure.example.org", "test-ca");
+    let ca_path = tmp.path().join("ca.crt");
+    std::fs::write(&ca_path, &ca).unwrap();
+    let secret = serde_json::json!({
+        "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+        "metadata": {"name": "secure-cert", "namespace": "default"},
+        "stringData": {"tls.crt": crt, "tls.key": key},
+    });
+    s.apply(&secret.to_string());
+    s.apply(&service("default", "hello", "echo", "Secure"));
+    s.apply(&format!(
+        "{}  tls:\n    secretName: secure-cert\n",
+        mapping("default", "secure.example.org", "hello")
+    ));
+    wait_for("the mapping Ready", READY_TIMEOUT, || {
+        condition(&s, "default", "secure.example.org", "Ready").filter(|c| c.0 == "True")
+    });
+    let dm = s
+        .get_json(&dm_path("default", "secure.example.org"))
+        .unwrap();
+    assert_eq!(dm["status"]["url"], "https://secure.example.org");
+    assert_eq!(
+        condition(
+            &s,
+            "default",
+            "secure.example.org",
+            "CertificateProvisioned"
+        )
+        .unwrap(),
+        (
+            "True".into(),
+            "CertificateExternallyProvided".into(),
+            "TLS certificate was provided externally".into()
+        )
+    );
+
+    // The mapping's certificate, chosen by SNI; HTTP/1.1 and HTTP/2 by ALPN; the app is told
+    // the request came over https.
+    let (ok, out, err) = curl_https(
+        &s,
+        &ca_path,
+        "secure.example.org",
+        "/headers",
+        &["--http1.1", "-w", "%{http_code} %{http_version}\n"],
+    );
+    assert!(ok, "{err}");
+    assert!(out.contains("host: secure.example.org\n"), "{out}");
+    assert!(out.contains("x-forwarded-proto: https\n"), "{out}");
+    assert!(out.ends_with("200 1.1\n"), "{out}");
+    let (ok, out, err) = curl_https(
+        &s,
+        &ca_path,
+        "secure.example.org",
+        "/headers",
+        &["--http2", "-w", "%{http_code} %{http_version}\n"],
+    );
+    assert!(ok, "{err}");
+    assert!(out.ends_with("200 2\n"), "{out}");
+
+    // A client that does not trust the issuer refuses the certificate.
+    let (other_ca, _, _) = certificate_for("secure.example.org", "other-ca");
+    let other_path = tmp.path().join("other-ca.crt");
+    std::fs::write(&other_path, other_ca).unwrap();
+    let (ok, _, err) = curl_https(&s, &other_path, "secure.example.org", "/", &[]);
+    assert!(!ok, "an untrusted certificate was accepted");
+    assert!(err.contains("certificate"), "{err}");
+    // A host with no certificate gets no handshake.
+    let (ok, _, err) = curl_https(&s, &ca_path, "nocert.example.org", "/", &[]);
+    assert!(!ok, "a host without a certificate was served");
+    assert!(!err.is_empty());
+
+    // A rustls client (reqwest) agrees.
+    let port = s.https_addr.rsplit_once(':').unwrap().1;
+    let client = reqwest::blocking::Client::builder()
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).unwrap())
+        .resolve(
+            "secure.example.org",
+            format!("127.0.0.1:{port}").parse().unwrap(),
+        )
+        .timeout(Duration::from_secs(20))
+        .build()
+        .unwrap();
+    let r = client
+        .get(format!("https://secure.example.org:{port}/headers"))
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+    assert!(r.text().unwrap().contains("host: secure.example.org\n"));
+}

@@ -49,16 +49,8 @@ pub fn validate_domain_mapping(
             .via_field("annotations"),
         );
     }
-    let mut spec = disallowed_extra(&new.spec.extra, "")
+    let spec = disallowed_extra(&new.spec.extra, "")
         .also(validate_ref(&new.spec.r#ref, &meta.namespace).via_field("ref"));
-    // wisp's ingress serves plain HTTP only: a certificate it would not serve is refused
-    // rather than reported as provisioned (docs/differences.md).
-    if new.spec.tls.is_some() {
-        spec = spec.also(
-            FieldError::disallowed(&["tls"])
-                .with_details("wisp's ingress does not terminate TLS; see docs/differences.md"),
-        );
-    }
     md.via_field("metadata").also(spec.via_field("spec"))
 }
 
@@ -211,9 +203,9 @@ mod tests {
                 "must not set the field(s): spec.ref.group",
             ),
             (
-                "tls (wisp's ingress has no TLS)",
+                "tls",
                 with(&|v| v["spec"]["tls"] = json!({"secretName": "cert"})),
-                "must not set the field(s): spec.tls\nwisp's ingress does not terminate TLS; see docs/differences.md",
+                "",
             ),
             (
                 "unknown spec field",

@@ -64,10 +64,20 @@ impl TypedReconciler for DomainMappingReconciler {
             CONDITIONS.mark_unknown(s, condition::INGRESS_READY, reason, message, now);
         }
         s.observed_generation = dm.metadata.generation;
-        let url = format!("http://{name}");
+        // `tls()`: a mapping that names its certificate is served over HTTPS with it.
+        let scheme = if dm.spec.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        let url = format!("{scheme}://{name}");
         st.url = url.clone();
         st.address = Some(wisp_api::serving::Addressable { url });
-        let (reason, message) = resources::TLS_NOT_ENABLED;
+        let (reason, message) = if dm.spec.tls.is_some() {
+            resources::CERTIFICATE_EXTERNALLY_PROVIDED
+        } else {
+            resources::TLS_NOT_ENABLED
+        };
         CONDITIONS.mark(
             &mut st.status,
             condition::CERTIFICATE_PROVISIONED,
@@ -265,7 +275,7 @@ type Mappings = BTreeMap<String, (String, String)>;
 impl DomainMappingIndex {
     /// The namespaces holding a mapping of this name.
     fn named(&self, name: &str) -> Vec<String> {
-        let map = self.by_namespace.lock().unwrap_or_else(|e| e.into_inner());
+        let map = wisp_sync::lock(&self.by_namespace);
         map.iter()
             .filter(|(_, dms)| dms.contains_key(name))
             .map(|(ns, _)| ns.clone())
@@ -274,7 +284,7 @@ impl DomainMappingIndex {
 
     /// The mappings of `ns` whose ref names `kind`/`name` (a Knative Service or Route).
     fn referencing(&self, ns: &str, kind: &str, name: &str) -> BTreeSet<String> {
-        let map = self.by_namespace.lock().unwrap_or_else(|e| e.into_inner());
+        let map = wisp_sync::lock(&self.by_namespace);
         map.get(ns)
             .into_iter()
             .flatten()
@@ -289,7 +299,7 @@ impl Observer for DomainMappingIndex {
         if event.kind != &kinds::DOMAIN_MAPPING {
             return;
         }
-        let mut map = self.by_namespace.lock().unwrap_or_else(|e| e.into_inner());
+        let mut map = wisp_sync::lock(&self.by_namespace);
         let ns = &event.meta.namespace;
         if event.deleted {
             if let Some(dms) = map.get_mut(ns) {

@@ -40,6 +40,13 @@ pub const DOMAIN_ALREADY_CLAIMED: (&str, &str) = (
 /// message Route's CertificateProvisioned carries in wisp too).
 pub const TLS_NOT_ENABLED: (&str, &str) = ("TLSNotEnabled", "external-domain-tls is not enabled");
 
+/// `MarkCertificateNotRequired(TLSCertificateProvidedExternally)`: `spec.tls` names the
+/// Secret the ingress serves.
+pub const CERTIFICATE_EXTERNALLY_PROVIDED: (&str, &str) = (
+    "CertificateExternallyProvided",
+    "TLS certificate was provided externally",
+);
+
 /// `MarkIngressNotConfigured`.
 pub const INGRESS_NOT_CONFIGURED: (&str, &str) = (
     "IngressNotConfigured",
