@@ -43,6 +43,10 @@ pub struct HostRoute {
     /// the mapping follows its target's traffic without being republished. `targets` is
     /// empty then.
     pub rewrite_host: Option<String>,
+    /// The host has a certificate on the HTTPS listener (a DomainMapping's `spec.tls`, or
+    /// `external-domain-tls`, whose certificates wisp's CA issues); with config-network
+    /// `http-protocol: Redirected` plain HTTP requests for it are redirected there.
+    pub tls: bool,
 }
 
 /// The routing-table key of a DomainMapping's entries: `(namespace, "domainmapping:<name>")`.

@@ -117,7 +117,7 @@ impl Ingress {
         scheme: &'static str,
     ) -> impl Future<Output = Response<Body>> + Send + use<> {
         let mut req = req;
-        let routed = self.route(&req, listener);
+        let routed = self.route(&req, listener, scheme);
         // The app gets exactly the Host wisp routed by: an absolute-form target's authority
         // replaces the Host line beside it (RFC 9112 §3.2.2), and `K-Original-Host` — which
         // the last hop turns back into Host — is wisp's own, never a client's to set.
@@ -155,8 +155,29 @@ impl Ingress {
         &self,
         req: &Request<Incoming>,
         listener: Visibility,
+        scheme: &str,
     ) -> Result<(Arc<RevisionBackend>, Option<Rewrite>), Unrouted> {
         let host = host::request_host(req).map_err(Unrouted::BadHost)?;
+        // config-network `http-protocol: Redirected`: plain HTTP to a host with a
+        // certificate is sent to https, as Knative's KIngress `httpOption: Redirected`.
+        if scheme == "http"
+            && listener == Visibility::External
+            && self
+                .routing
+                .load()
+                .hosts
+                .get(host.as_ref())
+                .is_some_and(|r| r.tls && r.visibility == Visibility::External)
+            && self
+                .config
+                .guard()
+                .network
+                .http_protocol
+                .eq_ignore_ascii_case("Redirected")
+        {
+            let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+            return Err(Unrouted::Redirect(format!("https://{host}{path}")));
+        }
         let tag_routing = self.config.guard().features.tag_header_based_routing
             == wisp_api::config::Flag::Enabled;
         let tag = if tag_routing {
@@ -205,7 +226,12 @@ enum Unrouted {
     BadHost(host::HostError),
     UnknownHost(String),
     NoTargets(String),
-    NotAvailable { namespace: String, revision: String },
+    NotAvailable {
+        namespace: String,
+        revision: String,
+    },
+    /// 301 to this `https://` URL.
+    Redirect(String),
 }
 
 impl Unrouted {
@@ -213,6 +239,14 @@ impl Unrouted {
         match self {
             Unrouted::BadHost(e) => Synthetic::BadHost(e.message()).response(),
             Unrouted::UnknownHost(host) => Synthetic::UnknownHost(&host).response(),
+            Unrouted::Redirect(location) => {
+                let mut r = Response::new(wisp_net::empty());
+                *r.status_mut() = hyper::StatusCode::MOVED_PERMANENTLY;
+                if let Ok(v) = HeaderValue::from_str(&location) {
+                    r.headers_mut().insert(hyper::header::LOCATION, v);
+                }
+                r
+            }
             Unrouted::NoTargets(host) => Synthetic::NoTargets(&host).response(),
             Unrouted::NotAvailable {
                 namespace,
@@ -252,6 +286,7 @@ mod tests {
                 ("new".to_string(), vec![target("hello-00003", 100)]),
             ]),
             rewrite_host: None,
+            tls: false,
         };
         let tag = HostRoute {
             tag: Some("new".into()),
@@ -299,6 +334,7 @@ mod tests {
             targets: Vec::new(),
             tag_targets: BTreeMap::new(),
             rewrite_host: Some(to.into()),
+            tls: false,
         };
         table.hosts.insert(
             "www.example.org".into(),

@@ -1,11 +1,13 @@
 //! The ingress's HTTPS listener (`wisp serve --https-addr`): TLS terminated with rustls,
-//! ALPN h2 and http/1.1, and the certificate chosen by SNI as Knative's KIngress TLS block
-//! for a DomainMapping asks (`spec.tls.secretName`: a `kubernetes.io/tls` Secret in the
-//! mapping's namespace, `tls.crt` and `tls.key`). A name with no certificate ends the
-//! handshake (the client sees an alert), as a gateway without a matching SNI route does.
+//! ALPN h2 and http/1.1, and the certificate chosen by SNI among the external hosts the
+//! routing table marks `tls`: a DomainMapping's `spec.tls.secretName` (a
+//! `kubernetes.io/tls` Secret in the mapping's namespace, `tls.crt` and `tls.key`, as
+//! Knative's KIngress TLS block asks), else — `external-domain-tls` — a certificate wisp's
+//! own CA issues for the host (in place of cert-manager). A name with no certificate ends
+//! the handshake (the client sees an alert), as a gateway without a matching SNI route does.
 //!
-//! Certificates are read from the store when a client names the host, and kept until the
-//! Secret's resourceVersion changes.
+//! Secrets are read from the store when a client names the host, and kept until their
+//! resourceVersion changes; issued certificates are kept for the process's life.
 
 use std::{
     collections::HashMap,
@@ -18,7 +20,12 @@ use rustls::{
     sign::CertifiedKey,
 };
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
-use wisp_api::{core::Secret, domainmapping::DomainMapping, kinds, routing::RoutingTable};
+use wisp_api::{
+    core::Secret,
+    domainmapping::DomainMapping,
+    kinds,
+    routing::{RoutingTable, Visibility},
+};
 use wisp_store::Store;
 
 /// The `kubernetes.io/tls` keys.
@@ -30,6 +37,9 @@ pub struct IngressCerts {
     store: Store,
     routing: Arc<ArcSwap<RoutingTable>>,
     cache: Mutex<Cache>,
+    ca: crate::tls::LocalCa,
+    /// Host → the certificate the CA issued for it.
+    issued: Mutex<HashMap<String, Arc<CertifiedKey>>>,
 }
 
 /// (namespace, Secret) → (its resourceVersion, the key made of it).
@@ -42,11 +52,13 @@ impl std::fmt::Debug for IngressCerts {
 }
 
 impl IngressCerts {
-    pub fn new(store: Store, routing: Arc<ArcSwap<RoutingTable>>) -> Self {
+    pub fn new(store: Store, routing: Arc<ArcSwap<RoutingTable>>, ca: crate::tls::LocalCa) -> Self {
         IngressCerts {
             store,
             routing,
             cache: Default::default(),
+            ca,
+            issued: Default::default(),
         }
     }
 
@@ -60,18 +72,38 @@ impl IngressCerts {
         Ok(Arc::new(config))
     }
 
-    /// The (namespace, Secret name) holding `host`'s certificate: the `spec.tls` of the
-    /// DomainMapping that serves the host.
-    fn secret_of(&self, host: &str) -> Option<(String, String)> {
-        let table = self.routing.load();
-        let entry = table.hosts.get(host)?;
-        let name = entry.route.strip_prefix("domainmapping:")?;
+    /// The Secret named by the `spec.tls` of DomainMapping `ns/name`.
+    fn mapping_secret(&self, ns: &str, name: &str) -> Option<String> {
         let raw = self
             .store
-            .get(&kinds::DOMAIN_MAPPING.store_key(), &entry.namespace, name)
+            .get(&kinds::DOMAIN_MAPPING.store_key(), ns, name)
             .ok()??;
         let dm: DomainMapping = serde_json::from_value(raw).ok()?;
-        Some((entry.namespace.clone(), dm.spec.tls?.secret_name))
+        Some(dm.spec.tls?.secret_name)
+    }
+
+    /// The certificate wisp's CA issued for `host` (issued now if it has none yet).
+    fn issued(&self, host: &str) -> Option<Arc<CertifiedKey>> {
+        if let Some(ck) = wisp_sync::lock(&self.issued).get(host) {
+            return Some(ck.clone());
+        }
+        let made = self.ca.issue(host).and_then(|(certs, key)| {
+            let key = crate::tls::provider()
+                .key_provider
+                .load_private_key(key)
+                .map_err(|e| anyhow::anyhow!("{e}"))?;
+            Ok(Arc::new(CertifiedKey::new(certs, key)))
+        });
+        match made {
+            Ok(ck) => {
+                wisp_sync::lock(&self.issued).insert(host.to_owned(), ck.clone());
+                Some(ck)
+            }
+            Err(e) => {
+                tracing::warn!(host, "ingress TLS: issuing a certificate: {e:#}");
+                None
+            }
+        }
     }
 
     fn certified_key(&self, ns: &str, name: &str) -> Option<Arc<CertifiedKey>> {
@@ -102,8 +134,24 @@ impl IngressCerts {
 impl ResolvesServerCert for IngressCerts {
     fn resolve(&self, hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         let host = hello.server_name()?.to_ascii_lowercase();
-        let (ns, secret) = self.secret_of(&host)?;
-        self.certified_key(&ns, &secret)
+        let (ns, mapping) = {
+            let table = self.routing.load();
+            let entry = table
+                .hosts
+                .get(&host)
+                .filter(|e| e.tls && e.visibility == Visibility::External)?;
+            let mapping = entry
+                .route
+                .strip_prefix("domainmapping:")
+                .map(str::to_owned);
+            (entry.namespace.clone(), mapping)
+        };
+        if let Some(name) = mapping
+            && let Some(secret) = self.mapping_secret(&ns, &name)
+        {
+            return self.certified_key(&ns, &secret);
+        }
+        self.issued(&host)
     }
 }
 

@@ -331,7 +331,14 @@ async fn serve(
         scaling.clone(),
         stopped(),
     ));
-    let ingress_certs = crate::ingress_tls::IngressCerts::new(store.clone(), routing.clone());
+    let ingress_certs = match args.https_addr {
+        Some(_) => Some(crate::ingress_tls::IngressCerts::new(
+            store.clone(),
+            routing.clone(),
+            crate::tls::LocalCa::load_or_create(&args.data_dir)?,
+        )),
+        None => None,
+    };
     let ingress = Arc::new(Ingress {
         routing,
         backends: backends.clone(),
@@ -390,14 +397,14 @@ async fn serve(
         }));
     }
 
-    if let Some(addr) = args.https_addr {
+    if let (Some(addr), Some(certs)) = (args.https_addr, ingress_certs) {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding the HTTPS ingress address {addr}"))?;
         let bound = listener.local_addr()?;
         tracing::info!(addr = %bound, "HTTPS ingress listening");
         eprintln!("wisp: ingress listening on https://{bound}");
-        let tls = tokio_rustls::TlsAcceptor::from(ingress_certs.server_config()?);
+        let tls = tokio_rustls::TlsAcceptor::from(certs.server_config()?);
         let ingress = ingress.clone();
         let handler = move |req, peer| {
             Box::pin(ingress.handle_scheme(req, peer, Visibility::External, "https"))

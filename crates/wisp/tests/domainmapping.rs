@@ -427,3 +427,84 @@ fn https_serves_a_mapping_s_certificate_by_sni() {
     assert_eq!(r.status().as_u16(), 200);
     assert!(r.text().unwrap().contains("host: secure.example.org\n"));
 }
+
+#[test]
+fn external_domain_tls_uses_wisp_s_ca_and_redirects_plain_http() {
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("curl not on PATH: skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("config.yaml");
+    std::fs::write(
+        &cfg,
+        "config-network:\n  external-domain-tls: Enabled\n  http-protocol: Redirected\n  autocreate-cluster-domain-claims: \"true\"\n",
+    )
+    .unwrap();
+    let s = Server::start_with(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--https-addr",
+        "127.0.0.1:0",
+    ]);
+    let ca = s.ca_path();
+    s.apply(&service("default", "hello", "hello", "TLS"));
+    // Opted out by the annotation (which reaches its Route).
+    s.apply(&service("default", "plain", "hello", "Plain").replace(
+        "  namespace: default\n",
+        "  namespace: default\n  annotations:\n    networking.knative.dev/disable-external-domain-tls: \"true\"\n",
+    ));
+    let services = "/apis/serving.knative.dev/v1";
+    wait_ready(&s, "default", services, "services/hello");
+    wait_ready(&s, "default", services, "services/plain");
+    let url = |name: &str| {
+        s.get_json(&format!("{services}/namespaces/default/services/{name}"))
+            .unwrap()["status"]["url"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(url("hello"), "https://hello.default.example.com");
+    assert_eq!(url("plain"), "http://plain.default.example.com");
+
+    // The host's certificate comes from wisp's CA (the API's, `wisp kubeconfig`'s).
+    let (ok, out, err) = curl_https(&s, &ca, "hello.default.example.com", "/", &[]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "Hello TLS!\n");
+    // Plain HTTP to it is redirected; the opted-out Service is served over HTTP only.
+    let c = reqwest::blocking::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let r = c
+        .get(format!("http://{}/x?y=1", s.http_addr))
+        .header("host", "hello.default.example.com")
+        .send()
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 301);
+    assert_eq!(
+        r.headers()["location"],
+        "https://hello.default.example.com/x?y=1"
+    );
+    assert_eq!(
+        get(&s.http_addr, "plain.default.example.com", "/"),
+        (200, "Hello Plain!\n".into())
+    );
+    let (ok, _, _) = curl_https(&s, &ca, "plain.default.example.com", "/", &[]);
+    assert!(!ok, "an opted-out host got a certificate");
+
+    // A DomainMapping without spec.tls gets one from the CA too.
+    s.apply(&mapping("default", "www.example.org", "hello"));
+    wait_for("the mapping Ready", READY_TIMEOUT, || {
+        condition(&s, "default", "www.example.org", "Ready").filter(|c| c.0 == "True")
+    });
+    let dm = s.get_json(&dm_path("default", "www.example.org")).unwrap();
+    assert_eq!(dm["status"]["url"], "https://www.example.org");
+    let (ok, out, err) = curl_https(&s, &ca, "www.example.org", "/", &["--http2"]);
+    assert!(ok, "{err}");
+    assert_eq!(out, "Hello TLS!\n");
+}

@@ -18,6 +18,7 @@ use std::{
 };
 
 use wisp_api::{
+    annotations::networking::external_domain_tls,
     domainmapping::{ClusterDomainClaim, DomainMapping, condition},
     kinds,
     meta::ConditionStatus,
@@ -64,28 +65,31 @@ impl TypedReconciler for DomainMappingReconciler {
             CONDITIONS.mark_unknown(s, condition::INGRESS_READY, reason, message, now);
         }
         s.observed_generation = dm.metadata.generation;
-        // `tls()`: a mapping that names its certificate is served over HTTPS with it.
-        let scheme = if dm.spec.tls.is_some() {
-            "https"
-        } else {
-            "http"
-        };
-        let url = format!("{scheme}://{name}");
+        // `tls()`: a mapping that names its certificate is served over HTTPS with it; with
+        // external-domain-tls wisp's CA issues one (`MarkCertificateReady`).
+        let auto_tls = external_domain_tls(&cfg, &dm.metadata.annotations);
+        let https = dm.spec.tls.is_some() || auto_tls;
+        let url = format!("{}://{name}", if https { "https" } else { "http" });
         st.url = url.clone();
         st.address = Some(wisp_api::serving::Addressable { url });
-        let (reason, message) = if dm.spec.tls.is_some() {
-            resources::CERTIFICATE_EXTERNALLY_PROVIDED
+        let cert = if dm.spec.tls.is_some() {
+            Some(resources::CERTIFICATE_EXTERNALLY_PROVIDED)
+        } else if auto_tls {
+            None
         } else {
-            resources::TLS_NOT_ENABLED
+            Some(resources::TLS_NOT_ENABLED)
         };
-        CONDITIONS.mark(
-            &mut st.status,
-            condition::CERTIFICATE_PROVISIONED,
-            ConditionStatus::True,
-            reason,
-            message,
-            now,
-        );
+        match cert {
+            Some((reason, message)) => CONDITIONS.mark(
+                &mut st.status,
+                condition::CERTIFICATE_PROVISIONED,
+                ConditionStatus::True,
+                reason,
+                message,
+                now,
+            ),
+            None => CONDITIONS.mark_true(&mut st.status, condition::CERTIFICATE_PROVISIONED, now),
+        }
 
         // The claim (`reconcileDomainClaim`).
         let claim = objects::get::<ClusterDomainClaim>(&ctx.store, "", &name)?;
@@ -150,7 +154,7 @@ impl TypedReconciler for DomainMappingReconciler {
                     .route_hosts(&ns, &domain_mapping_key(&name))
                     .next()
                     .is_none();
-                publish(ctx, &ns, &name, &resources::host_route(dm, &target));
+                publish(ctx, &ns, &name, &resources::host_route(dm, &target, https));
                 ctx.views.ingresses.replace_set(
                     &view_set(&ns, &name),
                     vec![resources::make_ingress(dm, &target, &cfg)],

@@ -172,7 +172,7 @@ fn split_url(url: &str) -> (&str, &str) {
 
 /// `resources.MakeIngress` as a routing-table entry: the mapping's domain, on the external
 /// listener, rewritten to `target_host`.
-pub fn host_route(dm: &DomainMapping, target_host: &str) -> BTreeMap<String, HostRoute> {
+pub fn host_route(dm: &DomainMapping, target_host: &str, tls: bool) -> BTreeMap<String, HostRoute> {
     BTreeMap::from([(
         host(dm),
         HostRoute {
@@ -183,6 +183,7 @@ pub fn host_route(dm: &DomainMapping, target_host: &str) -> BTreeMap<String, Hos
             targets: Vec::new(),
             tag_targets: BTreeMap::new(),
             rewrite_host: Some(target_host.to_owned()),
+            tls,
         },
     )])
 }
@@ -362,7 +363,7 @@ mod tests {
         assert_eq!(claim.metadata.name, "www.example.org");
         assert_eq!(claim.metadata.namespace, "");
         assert_eq!(claim.spec.namespace, "ns");
-        let entries = host_route(&d, "hello.ns.svc.cluster.local");
+        let entries = host_route(&d, "hello.ns.svc.cluster.local", false);
         let e = &entries["www.example.org"];
         assert_eq!(e.visibility, Visibility::External);
         assert_eq!(
