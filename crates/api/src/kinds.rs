@@ -876,7 +876,8 @@ pub const VIEWS: [&ResourceKind; 7] = [
     &INGRESS,
 ];
 
-/// The Knative kinds, in the order `wisp get all` prints them.
+/// The Knative kinds, in the order `wisp get all` prints them (the namespaced ones: a
+/// ClusterDomainClaim belongs to no namespace).
 pub const ALL: [&ResourceKind; 7] = [
     &SERVICE,
     &CONFIGURATION,
