@@ -98,6 +98,33 @@ pub mod autoscaling {
     ]);
 }
 
+/// `networking.knative.dev/*` keys read from a Route (a Service's annotations reach its
+/// Route) or a DomainMapping.
+pub mod networking {
+    use std::collections::BTreeMap;
+
+    use super::Key;
+    use crate::config::Config;
+
+    /// knative/networking `DisableExternalDomainTLSAnnotationKey` and its older spellings.
+    pub const DISABLE_EXTERNAL_DOMAIN_TLS: Key = Key(&[
+        "networking.knative.dev/disable-external-domain-tls",
+        "networking.knative.dev/disable-auto-tls",
+        "networking.knative.dev/disableAutoTLS",
+    ]);
+
+    /// Whether the external hosts of an object with these annotations get a certificate
+    /// (knative/serving `pkg/reconciler/route/route.go` `externalDomainTLSEnabled`):
+    /// config-network `external-domain-tls` on, and not opted out by the annotation (a value
+    /// that is no boolean does not opt out).
+    pub fn external_domain_tls(cfg: &Config, annotations: &BTreeMap<String, String>) -> bool {
+        cfg.network.external_domain_tls
+            && DISABLE_EXTERNAL_DOMAIN_TLS
+                .value(annotations)
+                .is_none_or(|v| crate::config::parse_go_bool(v) != Some(true))
+    }
+}
+
 /// `serving.knative.dev/*` keys with a meaning for rollout and start-up.
 pub mod serving {
     use std::{collections::BTreeMap, time::Duration};

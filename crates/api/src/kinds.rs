@@ -474,6 +474,38 @@ pub const POD_AUTOSCALER: ResourceKind = ResourceKind {
     schema: crate::schema::of::<crate::autoscaling::PodAutoscaler>,
 };
 
+/// knative/serving `config/core/300-resources/domain-mapping.yaml`.
+pub const DOMAIN_MAPPING: ResourceKind = ResourceKind {
+    kind: "DomainMapping",
+    plural: "domainmappings",
+    singular: "domainmapping",
+    short_names: &["dm"],
+    group: "serving.knative.dev",
+    version: "v1beta1",
+    namespaced: true,
+    categories: SERVING_CATEGORIES,
+    printer_columns: &[URL, READY, REASON],
+    status_subresource: true,
+    description: "DomainMapping is a mapping from a custom hostname to an Addressable.",
+    schema: crate::schema::of::<crate::domainmapping::DomainMapping>,
+};
+/// knative/networking `config/domain-claim.yaml` (cluster-scoped; the
+/// claim on a domain that a DomainMapping in `spec.namespace` may then use).
+pub const CLUSTER_DOMAIN_CLAIM: ResourceKind = ResourceKind {
+    kind: "ClusterDomainClaim",
+    plural: "clusterdomainclaims",
+    singular: "clusterdomainclaim",
+    short_names: &["cdc"],
+    group: "networking.internal.knative.dev",
+    version: "v1alpha1",
+    namespaced: false,
+    categories: &["knative-internal", "networking"],
+    printer_columns: &[],
+    status_subresource: true,
+    description: "ClusterDomainClaim is a cluster-wide reservation for a particular domain name.",
+    schema: crate::schema::of::<crate::domainmapping::ClusterDomainClaim>,
+};
+
 // The core kinds: names and short names as kube-apiserver's discovery lists them
 // (`pkg/registry/core/{namespace,secret,configmap}/storage/storage.go`), columns as kube's
 // printers print them (`pkg/printers/internalversion/printers.go`). None is in a category:
@@ -844,8 +876,17 @@ pub const VIEWS: [&ResourceKind; 7] = [
     &INGRESS,
 ];
 
-/// The Knative kinds, in the order `wisp get all` prints them.
-pub const ALL: [&ResourceKind; 5] = [&SERVICE, &CONFIGURATION, &REVISION, &ROUTE, &POD_AUTOSCALER];
+/// The Knative kinds, in the order `wisp get all` prints them (the namespaced ones: a
+/// ClusterDomainClaim belongs to no namespace).
+pub const ALL: [&ResourceKind; 7] = [
+    &SERVICE,
+    &CONFIGURATION,
+    &REVISION,
+    &ROUTE,
+    &POD_AUTOSCALER,
+    &DOMAIN_MAPPING,
+    &CLUSTER_DOMAIN_CLAIM,
+];
 
 /// The core (`/api/v1`) kinds wisp serves.
 pub const CORE: [&ResourceKind; 3] = [&NAMESPACE, &SECRET, &CONFIG_MAP];
@@ -908,6 +949,9 @@ mod tests {
             ("pa", "PodAutoscaler"),
             ("podautoscaler", "PodAutoscaler"),
             ("podautoscalers", "PodAutoscaler"),
+            ("dm", "DomainMapping"),
+            ("domainmappings.serving.knative.dev", "DomainMapping"),
+            ("cdc", "ClusterDomainClaim"),
         ];
         for (name, kind) in cases {
             assert_eq!(lookup(name).map(|k| k.kind), Some(kind), "{name}");

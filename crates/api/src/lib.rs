@@ -13,6 +13,7 @@ pub mod autoscaling;
 pub mod config;
 pub mod core;
 pub mod defaults;
+pub mod domainmapping;
 pub mod duration;
 pub mod field_error;
 pub mod kinds;

@@ -36,6 +36,23 @@ pub struct HostRoute {
     pub targets: Vec<RevisionTarget>,
     /// For the main host: tag → targets, for `Knative-Serving-Tag` header routing.
     pub tag_targets: BTreeMap<String, Vec<RevisionTarget>>,
+    /// A DomainMapping's host: requests go where this cluster-local host goes, with `Host`
+    /// rewritten to it and `K-Original-Host` set to the mapped domain (the `RewriteHost`
+    /// and `AppendHeaders` of knative/serving
+    /// `pkg/reconciler/domainmapping/resources/ingress.go`). Followed at request time, so
+    /// the mapping follows its target's traffic without being republished. `targets` is
+    /// empty then.
+    pub rewrite_host: Option<String>,
+    /// The host has a certificate on the HTTPS listener (a DomainMapping's `spec.tls`, or
+    /// `external-domain-tls`, whose certificates wisp's CA issues); with config-network
+    /// `http-protocol: Redirected` plain HTTP requests for it are redirected there.
+    pub tls: bool,
+}
+
+/// The routing-table key of a DomainMapping's entries: `(namespace, "domainmapping:<name>")`.
+/// A route name is a DNS-1035 label, which never holds a `:`, so the two never collide.
+pub fn domain_mapping_key(name: &str) -> String {
+    format!("domainmapping:{name}")
 }
 
 /// The whole routing table.

@@ -75,6 +75,24 @@ pub fn admit(
             |o| defaults::default_revision(o, cfg, old.is_none()),
             |n, o| validation::validate_revision(n, o, cfg),
         ),
+        "DomainMapping" => typed::<wisp_api::domainmapping::DomainMapping, _>(
+            kind,
+            new,
+            old,
+            user,
+            true,
+            wisp_api::domainmapping::default_domain_mapping,
+            |n, o| validation::validate_domain_mapping(n, o, cfg),
+        ),
+        "ClusterDomainClaim" => typed::<wisp_api::domainmapping::ClusterDomainClaim, _>(
+            kind,
+            new,
+            old,
+            user,
+            false,
+            |_| {},
+            |n, _| validation::validate_cluster_domain_claim(n),
+        ),
         "Namespace" => core_typed::<core::Namespace>(kind, new, old, |n, o| {
             core::prepare_namespace(n, o);
             core::validate_namespace(n)
@@ -273,6 +291,8 @@ pub fn typed_roundtrip(kind: &ResourceKind, value: &Value) -> Option<Value> {
         "Configuration" => rt::<Configuration>(value),
         "Route" => rt::<Route>(value),
         "Revision" => rt::<Revision>(value),
+        "DomainMapping" => rt::<wisp_api::domainmapping::DomainMapping>(value),
+        "ClusterDomainClaim" => rt::<wisp_api::domainmapping::ClusterDomainClaim>(value),
         "Namespace" => rt::<core::Namespace>(value),
         "Secret" => rt::<core::Secret>(value),
         "ConfigMap" => rt::<core::ConfigMap>(value),

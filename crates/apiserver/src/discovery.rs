@@ -388,7 +388,7 @@ mod tests {
             vec![
                 ("apps", vec!["v1"]),
                 ("events.k8s.io", vec!["v1"]),
-                ("serving.knative.dev", vec!["v1"]),
+                ("serving.knative.dev", vec!["v1", "v1beta1"]),
                 ("autoscaling.internal.knative.dev", vec!["v1alpha1"]),
                 ("networking.internal.knative.dev", vec!["v1alpha1"]),
             ]

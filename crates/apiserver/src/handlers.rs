@@ -37,6 +37,22 @@ type Params = Query<HashMap<String, String>>;
 const CAS_RETRIES: usize = 5;
 
 fn resolve(group: &str, version: &str, plural: &str) -> Result<&'static ResourceKind, ApiError> {
+    resolve_any(group, version, plural).and_then(|k| {
+        // A cluster-scoped kind's objects are under no namespace (cluster_routes.rs).
+        if k.namespaced {
+            Ok(k)
+        } else {
+            Err(ApiError::path_not_found())
+        }
+    })
+}
+
+/// A kind of a named group, namespaced or not (a list across namespaces serves both).
+fn resolve_any(
+    group: &str,
+    version: &str,
+    plural: &str,
+) -> Result<&'static ResourceKind, ApiError> {
     kinds::by_plural(group, plural)
         // The core kinds live under /api/v1 only (core_routes.rs).
         .filter(|k| k.version == version && !k.is_core())
@@ -215,7 +231,7 @@ pub async fn list_all(
     Query(q): Params,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let kind = resolve(&g, &v, &plural)?;
+    let kind = resolve_any(&g, &v, &plural)?;
     list_or_watch(st, kind, None, q, &headers).await
 }
 

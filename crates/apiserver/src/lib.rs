@@ -15,6 +15,7 @@
 pub mod admission;
 pub mod auth;
 pub mod body;
+mod cluster_routes;
 mod core_routes;
 pub mod cpu;
 pub mod discovery;
@@ -158,7 +159,26 @@ pub fn router_with(state: ApiState, extra: Option<Router>) -> Router {
             "/apis/{group}/{version}",
             get(discovery::group_version_resources),
         )
-        .route("/apis/{group}/{version}/{plural}", get(handlers::list_all))
+        .route(
+            "/apis/{group}/{version}/{plural}",
+            get(handlers::list_all)
+                .post(cluster_routes::create)
+                .delete(cluster_routes::delete_collection),
+        )
+        // Cluster-scoped kinds of the named groups (cluster_routes.rs): ClusterDomainClaim.
+        .route(
+            "/apis/{group}/{version}/{plural}/{name}",
+            get(cluster_routes::get)
+                .put(cluster_routes::replace)
+                .patch(cluster_routes::patch)
+                .delete(cluster_routes::delete),
+        )
+        .route(
+            "/apis/{group}/{version}/{plural}/{name}/status",
+            get(cluster_routes::get)
+                .put(cluster_routes::replace_status)
+                .patch(cluster_routes::patch_status),
+        )
         .route(
             "/apis/{group}/{version}/namespaces/{ns}/{plural}",
             get(handlers::list)

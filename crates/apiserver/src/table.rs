@@ -481,9 +481,12 @@ mod tests {
                 .printer_columns
                 .iter()
                 .any(|c| c.computed == Some(Computed::Name));
+            // A kind without columns (ClusterDomainClaim) gets `Age`, as a CRD without
+            // additionalPrinterColumns does.
+            let age = usize::from(kind.printer_columns.is_empty());
             assert_eq!(
                 layout.column_definitions().len(),
-                usize::from(!named) + kind.printer_columns.len()
+                usize::from(!named) + kind.printer_columns.len() + age
             );
         }
     }

@@ -14,7 +14,8 @@
 //!
 //! The chain: Service → Configuration + Route; Configuration → Revision (immutable, one per
 //! generation); Revision → `Platform::scale` and status from the replicas; Route → the
-//! routing table for the ingress; labeler and GC keep routing state and old revisions tidy.
+//! routing table for the ingress; labeler and GC keep routing state and old revisions tidy;
+//! DomainMapping → a domain in the routing table, rewritten to its target's host.
 //!
 //! Start reading at [`runner`] and [`reconciler`] (the contract and its typed adapter),
 //! then a reconciler: [`configuration`] (pure builders in
@@ -26,6 +27,7 @@
 pub mod autoscaling;
 pub mod conditions;
 pub mod configuration;
+pub mod domainmapping;
 pub mod executor;
 pub mod gc;
 pub mod labeler;
@@ -63,6 +65,8 @@ pub fn all_reconcilers() -> Reconcilers {
     // Revisions by the Secrets and ConfigMaps they reference, for the revision reconciler's
     // `watches`.
     let object_refs = Arc::new(revision::refs::ObjectRefIndex::default());
+    // DomainMappings by what their ref names, for the DomainMapping reconciler's `watches`.
+    let domain_mappings = Arc::new(domainmapping::DomainMappingIndex::default());
     Reconcilers {
         reconcilers: vec![
             Arc::new(service::ServiceReconciler),
@@ -72,7 +76,10 @@ pub fn all_reconcilers() -> Reconcilers {
             Arc::new(route::RouteReconciler::new(routes.clone())),
             Arc::new(labeler::LabelerReconciler::new(routes.clone())),
             Arc::new(gc::GcReconciler),
+            Arc::new(domainmapping::DomainMappingReconciler::new(
+                domain_mappings.clone(),
+            )),
         ],
-        observers: vec![routes, object_refs],
+        observers: vec![routes, object_refs, domain_mappings],
     }
 }

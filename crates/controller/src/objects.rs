@@ -7,6 +7,7 @@
 use serde::{Serialize, de::DeserializeOwned};
 use wisp_api::{
     autoscaling::{PodAutoscaler, PodAutoscalerStatus},
+    domainmapping::{ClusterDomainClaim, DomainMapping, DomainMappingStatus},
     kinds::{self, ResourceKind},
     meta::{ObjectMeta, OwnerReference},
     serving::{
@@ -53,6 +54,12 @@ resource_impl!(Configuration, ConfigurationStatus, kinds::CONFIGURATION);
 resource_impl!(Revision, RevisionStatus, kinds::REVISION);
 resource_impl!(Route, RouteStatus, kinds::ROUTE);
 resource_impl!(PodAutoscaler, PodAutoscalerStatus, kinds::POD_AUTOSCALER);
+resource_impl!(DomainMapping, DomainMappingStatus, kinds::DOMAIN_MAPPING);
+resource_impl!(
+    ClusterDomainClaim,
+    serde_json::Value,
+    kinds::CLUSTER_DOMAIN_CLAIM
+);
 
 /// Decodes a stored object.
 pub fn decode<T: Resource>(value: serde_json::Value) -> Result<T, ReconcileError> {

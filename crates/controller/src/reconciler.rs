@@ -49,6 +49,7 @@ pub fn controller_name(kind: &ResourceKind) -> &'static str {
         "revisions" => "revision-controller",
         "routes" => "route-controller",
         "podautoscalers" => "kpa-class-podautoscaler-controller",
+        "domainmappings" => "domainmapping-controller",
         _ => "controller",
     }
 }

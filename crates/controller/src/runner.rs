@@ -241,12 +241,14 @@ fn label_names_parent(lbl: &str, kind: &ResourceKind) -> bool {
 /// Turns changes into keys on the right queues.
 /// The kinds the runner watches: Knative's, and the Secrets and ConfigMaps revisions read
 /// (their events reach reconcilers only through `watches`; nothing reconciles them).
-const WATCHED: [&ResourceKind; 7] = [
+const WATCHED: [&ResourceKind; 9] = [
     kinds::ALL[0],
     kinds::ALL[1],
     kinds::ALL[2],
     kinds::ALL[3],
     kinds::ALL[4],
+    kinds::ALL[5],
+    kinds::ALL[6],
     &kinds::SECRET,
     &kinds::CONFIG_MAP,
 ];
@@ -880,7 +882,8 @@ mod tests {
                 "podautoscaler",
                 "route",
                 "labeler",
-                "gc"
+                "gc",
+                "domainmapping"
             ]
         );
     }

@@ -24,7 +24,7 @@ pub mod split;
 use std::{future::Future, net::SocketAddr, sync::Arc};
 
 use arc_swap::ArcSwap;
-use hyper::{Request, Response, body::Incoming};
+use hyper::{Request, Response, body::Incoming, header::HeaderValue};
 use wisp_activator::{Backends, RevisionBackend};
 use wisp_api::routing::{HostRoute, RevisionTarget, RoutingTable, Visibility};
 use wisp_net::{Body, ForwardContext, Synthetic};
@@ -62,17 +62,26 @@ pub enum NoRoute {
 }
 
 /// The targets serving `host` on the `listener` (pure: the routing decision minus the dice).
+/// A DomainMapping's host is followed to the cluster-local host it rewrites to (one hop: a
+/// mapping never targets another mapping's external host).
 pub fn targets<'a>(
     table: &'a RoutingTable,
     host: &str,
     listener: Visibility,
     tag: Option<&str>,
 ) -> Result<&'a [RevisionTarget], NoRoute> {
-    let route: &HostRoute = table
+    let mut route: &HostRoute = table
         .hosts
         .get(host)
         .filter(|r| r.visibility == listener)
         .ok_or(NoRoute::UnknownHost)?;
+    if let Some(rewrite) = &route.rewrite_host {
+        route = table
+            .hosts
+            .get(rewrite)
+            .filter(|r| r.visibility == Visibility::ClusterLocal && r.rewrite_host.is_none())
+            .ok_or(NoRoute::NoTargets)?;
+    }
     let targets = match tag.and_then(|t| route.tag_targets.get(t)) {
         Some(t) if route.tag.is_none() => t,
         _ => &route.targets,
@@ -95,39 +104,80 @@ impl Ingress {
         peer: SocketAddr,
         listener: Visibility,
     ) -> impl Future<Output = Response<Body>> + Send + use<> {
+        self.handle_scheme(req, peer, listener, "http")
+    }
+
+    /// [`Ingress::handle`] for a request that arrived over `scheme` (`https` on the TLS
+    /// listener: `X-Forwarded-Proto` says so).
+    pub fn handle_scheme(
+        &self,
+        req: Request<Incoming>,
+        peer: SocketAddr,
+        listener: Visibility,
+        scheme: &'static str,
+    ) -> impl Future<Output = Response<Body>> + Send + use<> {
         let mut req = req;
-        let routed = self.route(&req, listener);
+        let routed = self.route(&req, listener, scheme);
         // The app gets exactly the Host wisp routed by: an absolute-form target's authority
         // replaces the Host line beside it (RFC 9112 §3.2.2), and `K-Original-Host` — which
         // the last hop turns back into Host — is wisp's own, never a client's to set.
-        if routed.is_ok() {
+        if let Ok((_, rewrite)) = &routed {
             if let Some(host) = host::absolute_form(&req) {
                 req.headers_mut().insert(hyper::header::HOST, host);
             }
             req.headers_mut().remove(wisp_net::headers::K_ORIGINAL_HOST);
+            // A DomainMapping: Host becomes the target's cluster-local host and the mapped
+            // domain travels in `K-Original-Host`, as Knative's KIngress for it asks.
+            if let Some((to, original)) = rewrite {
+                req.headers_mut()
+                    .insert(wisp_net::headers::K_ORIGINAL_HOST, original.clone());
+                req.headers_mut().insert(hyper::header::HOST, to.clone());
+            }
         }
         let ctx = ForwardContext {
             client_addr: peer.ip(),
             client_port: peer.port(),
-            scheme: "http",
+            scheme,
             proxied_by_activator: false,
             arrived: None,
         };
         async move {
             match routed {
-                Ok(backend) => backend.serve(req, ctx).await,
+                Ok((backend, _)) => backend.serve(req, ctx).await,
                 Err(unrouted) => unrouted.answer(),
             }
         }
     }
 
-    /// The backend of the revision this request goes to.
+    /// The backend of the revision this request goes to, and for a DomainMapping's host the
+    /// Host to rewrite to with the mapped domain (the `K-Original-Host` value).
     fn route(
         &self,
         req: &Request<Incoming>,
         listener: Visibility,
-    ) -> Result<Arc<RevisionBackend>, Unrouted> {
+        scheme: &str,
+    ) -> Result<(Arc<RevisionBackend>, Option<Rewrite>), Unrouted> {
         let host = host::request_host(req).map_err(Unrouted::BadHost)?;
+        // config-network `http-protocol: Redirected`: plain HTTP to a host with a
+        // certificate is sent to https, as Knative's KIngress `httpOption: Redirected`.
+        if scheme == "http"
+            && listener == Visibility::External
+            && self
+                .routing
+                .load()
+                .hosts
+                .get(host.as_ref())
+                .is_some_and(|r| r.tls && r.visibility == Visibility::External)
+            && self
+                .config
+                .guard()
+                .network
+                .http_protocol
+                .eq_ignore_ascii_case("Redirected")
+        {
+            let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
+            return Err(Unrouted::Redirect(format!("https://{host}{path}")));
+        }
         let tag_routing = self.config.guard().features.tag_header_based_routing
             == wisp_api::config::Flag::Enabled;
         let tag = if tag_routing {
@@ -146,14 +196,29 @@ impl Ingress {
         let Some(target) = target else {
             return Err(Unrouted::NoTargets(host.into_owned()));
         };
-        self.backends
+        let backend = self
+            .backends
             .get(&target.namespace, &target.revision)
             .ok_or_else(|| Unrouted::NotAvailable {
                 namespace: target.namespace.clone(),
                 revision: target.revision.clone(),
-            })
+            })?;
+        let rewrite = table
+            .hosts
+            .get(host.as_ref())
+            .and_then(|r| r.rewrite_host.as_deref())
+            .and_then(|to| {
+                Some((
+                    HeaderValue::from_str(to).ok()?,
+                    HeaderValue::from_str(&host).ok()?,
+                ))
+            });
+        Ok((backend, rewrite))
     }
 }
+
+/// A DomainMapping's rewrite: (the Host to send, the mapped domain for `K-Original-Host`).
+type Rewrite = (HeaderValue, HeaderValue);
 
 /// Why a request has no backend to go to; [`Unrouted::answer`] is what the client gets.
 #[derive(Debug)]
@@ -161,7 +226,12 @@ enum Unrouted {
     BadHost(host::HostError),
     UnknownHost(String),
     NoTargets(String),
-    NotAvailable { namespace: String, revision: String },
+    NotAvailable {
+        namespace: String,
+        revision: String,
+    },
+    /// 301 to this `https://` URL.
+    Redirect(String),
 }
 
 impl Unrouted {
@@ -169,6 +239,14 @@ impl Unrouted {
         match self {
             Unrouted::BadHost(e) => Synthetic::BadHost(e.message()).response(),
             Unrouted::UnknownHost(host) => Synthetic::UnknownHost(&host).response(),
+            Unrouted::Redirect(location) => {
+                let mut r = Response::new(wisp_net::empty());
+                *r.status_mut() = hyper::StatusCode::MOVED_PERMANENTLY;
+                if let Ok(v) = HeaderValue::from_str(&location) {
+                    r.headers_mut().insert(hyper::header::LOCATION, v);
+                }
+                r
+            }
             Unrouted::NoTargets(host) => Synthetic::NoTargets(&host).response(),
             Unrouted::NotAvailable {
                 namespace,
@@ -207,6 +285,8 @@ mod tests {
                 ("old".to_string(), vec![target("hello-00001", 100)]),
                 ("new".to_string(), vec![target("hello-00003", 100)]),
             ]),
+            rewrite_host: None,
+            tls: false,
         };
         let tag = HostRoute {
             tag: Some("new".into()),
@@ -241,6 +321,51 @@ mod tests {
 
     fn revs(t: Result<&[RevisionTarget], NoRoute>) -> Vec<&str> {
         t.unwrap().iter().map(|t| t.revision.as_str()).collect()
+    }
+
+    #[test]
+    fn a_domain_mapping_follows_its_target_host() {
+        let mut table = table();
+        let mapping = |to: &str| HostRoute {
+            namespace: "default".into(),
+            route: wisp_api::routing::domain_mapping_key("www.example.org"),
+            tag: None,
+            visibility: Visibility::External,
+            targets: Vec::new(),
+            tag_targets: BTreeMap::new(),
+            rewrite_host: Some(to.into()),
+            tls: false,
+        };
+        table.hosts.insert(
+            "www.example.org".into(),
+            mapping("hello.default.svc.cluster.local"),
+        );
+        let ext = Visibility::External;
+        assert_eq!(
+            revs(targets(&table, "www.example.org", ext, None)),
+            ["hello-00001", "hello-00002"]
+        );
+        // Tag-header routing applies on the target's main host.
+        assert_eq!(
+            revs(targets(&table, "www.example.org", ext, Some("new"))),
+            ["hello-00003"]
+        );
+        // Only on the external listener, only to a cluster-local host that exists.
+        assert_eq!(
+            targets(&table, "www.example.org", Visibility::ClusterLocal, None),
+            Err(NoRoute::UnknownHost)
+        );
+        for to in [
+            "gone.default.svc.cluster.local",
+            "hello.default.example.com",
+        ] {
+            table.hosts.insert("www.example.org".into(), mapping(to));
+            assert_eq!(
+                targets(&table, "www.example.org", ext, None),
+                Err(NoRoute::NoTargets),
+                "{to}"
+            );
+        }
     }
 
     #[test]

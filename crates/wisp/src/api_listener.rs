@@ -2,10 +2,12 @@
 //! HTTP/1.1) — or plain with `--api-insecure-http` — and served by the axum router with
 //! hyper-util's auto (h1/h2) connection; on stop, accepting ends and open connections get a
 //! graceful shutdown (HTTP/2 GOAWAY, HTTP/1 close after the current response).
+//! [`serve_with`] is the same loop for any handler: the ingress's HTTPS listener uses it.
 
-use std::time::Duration;
+use std::{convert::Infallible, future::Future, net::SocketAddr, time::Duration};
 
 use axum::Router;
+use hyper::{Request, Response, body::Incoming};
 use hyper_util::{
     rt::{TokioExecutor, TokioIo},
     server::{conn::auto, graceful::GracefulShutdown},
@@ -23,8 +25,33 @@ pub async fn serve(
     listener: TcpListener,
     tls: Option<TlsAcceptor>,
     router: Router,
-    mut stop: tokio::sync::watch::Receiver<bool>,
+    stop: tokio::sync::watch::Receiver<bool>,
 ) {
+    let handler = move |req: Request<Incoming>, _peer: SocketAddr| {
+        let mut router = router.clone();
+        async move {
+            match tower::Service::call(&mut router, req).await {
+                Ok(r) => r,
+                Err(e) => match e {},
+            }
+        }
+    };
+    serve_with(listener, tls, handler, stop).await;
+}
+
+/// [`serve`] with `handler(req, peer)` answering each request.
+pub async fn serve_with<H, F, B>(
+    listener: TcpListener,
+    tls: Option<TlsAcceptor>,
+    handler: H,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) where
+    H: Fn(Request<Incoming>, SocketAddr) -> F + Clone + Send + Sync + 'static,
+    F: Future<Output = Response<B>> + Send + 'static,
+    B: hyper::body::Body + Send + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
     let graceful = GracefulShutdown::new();
     let builder = auto::Builder::new(TokioExecutor::new());
     loop {
@@ -41,16 +68,16 @@ pub async fn serve(
             _ = async { stop.wait_for(|s| *s).await.map(|_| ()) } => break,
         };
         let _ = tcp.set_nodelay(true);
-        let (tls, router, builder, watcher) = (
+        let (tls, handler, builder, watcher) = (
             tls.clone(),
-            router.clone(),
+            handler.clone(),
             builder.clone(),
             graceful.watcher(),
         );
         tokio::spawn(async move {
             let service = hyper::service::service_fn(move |req| {
-                let mut router = router.clone();
-                async move { tower::Service::call(&mut router, req).await }
+                let response = handler(req, peer);
+                async move { Ok::<_, Infallible>(response.await) }
             });
             let result = match tls {
                 Some(acceptor) => {
@@ -60,11 +87,11 @@ pub async fn serve(
                             Ok(Err(e)) => {
                                 // A client that does not trust the CA ends here: its
                                 // business, not a server error.
-                                tracing::debug!(%peer, error = %e, "API TLS handshake");
+                                tracing::debug!(%peer, error = %e, "TLS handshake");
                                 return;
                             }
                             Err(_) => {
-                                tracing::debug!(%peer, "API TLS handshake timed out");
+                                tracing::debug!(%peer, "TLS handshake timed out");
                                 return;
                             }
                         };
@@ -78,7 +105,7 @@ pub async fn serve(
                 }
             };
             if let Err(e) = result {
-                tracing::debug!(%peer, error = %e, "API connection");
+                tracing::debug!(%peer, error = %e, "connection");
             }
         });
     }

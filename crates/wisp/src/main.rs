@@ -6,6 +6,7 @@ mod cli;
 mod dataplane;
 mod endpoint_sync;
 mod images;
+mod ingress_tls;
 mod live_config;
 mod objects;
 mod observe;

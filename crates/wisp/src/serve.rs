@@ -53,6 +53,11 @@ pub struct ServeArgs {
     /// Address of the external HTTP ingress (serves external hosts only).
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub http_addr: SocketAddr,
+    /// Address of the external HTTPS ingress (off unless given): TLS with the certificate
+    /// of the host the client names (a DomainMapping's `spec.tls.secretName`), ALPN h2 and
+    /// http/1.1.
+    #[arg(long, value_name = "ADDR")]
+    pub https_addr: Option<SocketAddr>,
     /// Address of the cluster-local ingress (serves `*.svc.cluster.local`, `*.svc` and
     /// `name.namespace` hosts only; keep it on loopback).
     #[arg(long, default_value = "127.0.0.1:8081")]
@@ -326,6 +331,14 @@ async fn serve(
         scaling.clone(),
         stopped(),
     ));
+    let ingress_certs = match args.https_addr {
+        Some(_) => Some(crate::ingress_tls::IngressCerts::new(
+            store.clone(),
+            routing.clone(),
+            crate::tls::LocalCa::load_or_create(&args.data_dir)?,
+        )),
+        None => None,
+    };
     let ingress = Arc::new(Ingress {
         routing,
         backends: backends.clone(),
@@ -381,6 +394,25 @@ async fn serve(
                 let _ = stop.wait_for(|s| *s).await;
             })
             .await
+        }));
+    }
+
+    if let (Some(addr), Some(certs)) = (args.https_addr, ingress_certs) {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .with_context(|| format!("binding the HTTPS ingress address {addr}"))?;
+        let bound = listener.local_addr()?;
+        tracing::info!(addr = %bound, "HTTPS ingress listening");
+        eprintln!("wisp: ingress listening on https://{bound}");
+        let tls = tokio_rustls::TlsAcceptor::from(certs.server_config()?);
+        let ingress = ingress.clone();
+        let handler = move |req, peer| {
+            Box::pin(ingress.handle_scheme(req, peer, Visibility::External, "https"))
+        };
+        let stop = ingress_stop_rx.clone();
+        ingresses.push(tokio::spawn(async move {
+            crate::api_listener::serve_with(listener, Some(tls), handler, stop).await;
+            Ok::<(), std::io::Error>(())
         }));
     }
 

@@ -127,6 +127,55 @@ pub fn load_or_create(dir: &Path, extra_sans: &[String]) -> anyhow::Result<Servi
     })
 }
 
+/// wisp's CA, as the ingress's HTTPS listener signs with it (`external-domain-tls`: a
+/// development stand-in for cert-manager, see docs/differences.md).
+#[derive(Clone)]
+pub struct LocalCa {
+    cert_pem: String,
+    key_pem: String,
+}
+
+impl std::fmt::Debug for LocalCa {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalCa").finish_non_exhaustive()
+    }
+}
+
+impl LocalCa {
+    /// The CA of the data dir (made if missing, as the API's TLS does).
+    pub fn load_or_create(dir: &Path) -> anyhow::Result<LocalCa> {
+        let (cert_pem, key, _) = load_or_create_ca(dir)?;
+        Ok(LocalCa {
+            cert_pem,
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// A serving certificate for `host` signed by the CA, valid as long as the API's.
+    pub fn issue(
+        &self,
+        host: &str,
+    ) -> anyhow::Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)> {
+        let issuer = Issuer::from_ca_cert_pem(&self.cert_pem, KeyPair::from_pem(&self.key_pem)?)?;
+        let key = KeyPair::generate()?;
+        let now = OffsetDateTime::now_utc();
+        let mut params = CertificateParams::new(vec![host.to_owned()])?;
+        params.distinguished_name = dn(host);
+        params.not_before = now - Duration::hours(1);
+        params.not_after = now + SERVING_VALIDITY;
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        params.use_authority_key_identifier_extension = true;
+        let cert = params.signed_by(&key, &issuer)?;
+        let key = PrivateKeyDer::try_from(key.serialize_der())
+            .map_err(|e| anyhow::anyhow!("the issued key: {e}"))?;
+        Ok((vec![cert.der().clone()], key))
+    }
+}
+
 /// The CA's certificate (PEM) and key, and whether they were made now.
 fn load_or_create_ca(dir: &Path) -> anyhow::Result<(String, KeyPair, bool)> {
     let cert_path = dir.join(CA_CERT);

@@ -37,7 +37,7 @@ fn kubectl_discovers_and_prints_knative_kinds() {
     assert_eq!(
         k.ok(&["api-versions"]),
         "apps/v1\nautoscaling.internal.knative.dev/v1alpha1\nevents.k8s.io/v1\n\
-         networking.internal.knative.dev/v1alpha1\nserving.knative.dev/v1\nv1\n"
+         networking.internal.knative.dev/v1alpha1\nserving.knative.dev/v1\nserving.knative.dev/v1beta1\nv1\n"
     );
     assert_eq!(
         words(&k.ok(&["api-resources"])),
@@ -52,9 +52,11 @@ fn kubectl_discovers_and_prints_knative_kinds() {
              deployments          deploy          apps/v1                                     true         Deployment
              podautoscalers       kpa,pa          autoscaling.internal.knative.dev/v1alpha1   true         PodAutoscaler
              events                               events.k8s.io/v1                            true         Event
+             clusterdomainclaims  cdc             networking.internal.knative.dev/v1alpha1    false        ClusterDomainClaim
              ingresses            kingress,king   networking.internal.knative.dev/v1alpha1    true         Ingress
              serverlessservices   sks             networking.internal.knative.dev/v1alpha1    true         ServerlessService
              configurations       config,cfg      serving.knative.dev/v1                      true         Configuration
+             domainmappings       dm              serving.knative.dev/v1beta1                 true         DomainMapping
              revisions            rev             serving.knative.dev/v1                      true         Revision
              routes               rt              serving.knative.dev/v1                      true         Route
              services             kservice,ksvc   serving.knative.dev/v1                      true         Service"
@@ -62,7 +64,8 @@ fn kubectl_discovers_and_prints_knative_kinds() {
     );
     assert_eq!(
         k.ok(&["api-resources", "--categories", "knative", "-o", "name"]),
-        "configurations.serving.knative.dev\nrevisions.serving.knative.dev\n\
+        "configurations.serving.knative.dev\ndomainmappings.serving.knative.dev\n\
+         revisions.serving.knative.dev\n\
          routes.serving.knative.dev\nservices.serving.knative.dev\n"
     );
 

@@ -300,6 +300,15 @@ impl Default for DomainConfig {
     }
 }
 
+/// Go's `strconv.ParseBool` (None: not a boolean).
+pub fn parse_go_bool(v: &str) -> Option<bool> {
+    match v {
+        "1" | "t" | "T" | "true" | "TRUE" | "True" => Some(true),
+        "0" | "f" | "F" | "false" | "FALSE" | "False" => Some(false),
+        _ => None,
+    }
+}
+
 /// `config-network` (`knative.dev/networking`'s `pkg/config/config.go`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NetworkConfig {

@@ -16,6 +16,7 @@
 mod annotations;
 mod container;
 mod diff;
+pub mod domainmapping;
 mod metadata;
 pub mod names;
 mod podspec;
@@ -30,6 +31,7 @@ use crate::meta::ObjectMeta;
 use crate::serving::{Configuration, Revision, RevisionSpec, RevisionTemplateSpec, Route, Service};
 
 pub use annotations::validate_autoscaling;
+pub use domainmapping::{validate_cluster_domain_claim, validate_domain_mapping};
 
 /// Validates a Service (create: `old == None`; update: `old == Some(previous)`).
 pub fn validate_service(new: &Service, old: Option<&Service>, cfg: &Config) -> FieldError {

@@ -214,6 +214,9 @@ pub(crate) fn merge_into(out: &mut Vec<TrafficTarget>, entry: TrafficTarget) {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Hosts {
     pub visibility: Visibility,
+    /// The external hosts get a certificate (`external-domain-tls`, not opted out): the
+    /// URLs say https.
+    pub tls: bool,
     /// The host of `status.url`.
     pub main: String,
     /// Tag → the host of that tag's `url`.
@@ -224,10 +227,11 @@ pub struct Hosts {
 }
 
 impl Hosts {
-    /// `status.url`: `default-external-scheme` for external routes (wisp has no TLS yet),
-    /// http for cluster-local ones.
+    /// `status.url`: https for external routes with external-domain-tls, else
+    /// `default-external-scheme`; http for cluster-local ones.
     pub fn url(&self, host: &str, cfg: &Config) -> String {
         let scheme = match self.visibility {
+            Visibility::External if self.tls => "https",
             Visibility::External => cfg.network.default_external_scheme.as_str(),
             Visibility::ClusterLocal => "http",
         };
@@ -294,6 +298,8 @@ pub fn hosts<'a>(
 
     let mut out = Hosts {
         visibility,
+        tls: visibility == Visibility::External
+            && wisp_api::annotations::networking::external_domain_tls(cfg, &meta.annotations),
         main: full(&meta.name)?,
         tags: BTreeMap::new(),
         local: BTreeMap::new(),
@@ -431,18 +437,23 @@ pub fn status(route: &Route, outcome: &Outcome, cfg: &Config, now: DateTime<Utc>
         }
     };
     let s = &mut st.status;
-    let tls_message = match hosts.visibility {
-        Visibility::External => "external-domain-tls is not enabled",
-        Visibility::ClusterLocal => "TLS is not enabled for cluster-local",
-    };
-    CONDITIONS.mark(
-        s,
-        CERTIFICATE_PROVISIONED,
-        ConditionStatus::True,
-        "TLSNotEnabled",
-        tls_message,
-        now,
-    );
+    if hosts.tls {
+        // wisp's CA issues the hosts' certificate when a client asks (`MarkCertificateReady`).
+        CONDITIONS.mark_true(s, CERTIFICATE_PROVISIONED, now);
+    } else {
+        let tls_message = match hosts.visibility {
+            Visibility::External => "external-domain-tls is not enabled",
+            Visibility::ClusterLocal => "TLS is not enabled for cluster-local",
+        };
+        CONDITIONS.mark(
+            s,
+            CERTIFICATE_PROVISIONED,
+            ConditionStatus::True,
+            "TLSNotEnabled",
+            tls_message,
+            now,
+        );
+    }
     st.url = hosts.url(&hosts.main, cfg);
     st.address = Some(Addressable {
         url: address(route, cfg),
@@ -510,6 +521,8 @@ pub fn host_routes(
             None => tag_targets.clone(),
             Some(_) => BTreeMap::new(),
         },
+        rewrite_host: None,
+        tls: hosts.tls && visibility == Visibility::External,
     };
     let mut out = BTreeMap::new();
     for (name, locals) in &hosts.local {

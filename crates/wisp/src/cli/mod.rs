@@ -187,7 +187,9 @@ pub fn parse_resource_args(
     }
     for k in first.split(',').filter(|k| !k.is_empty()) {
         if k.eq_ignore_ascii_case("all") {
-            for rk in kinds::ALL {
+            // The namespaced ones: a ClusterDomainClaim belongs to no namespace (nor to
+            // Knative's `all` category).
+            for rk in kinds::ALL.into_iter().filter(|k| k.namespaced) {
                 if !out.iter().any(|(o, _)| std::ptr::eq(*o, rk)) {
                     out.push((rk, names.clone()));
                 }
@@ -236,7 +238,8 @@ mod tests {
         let r = parse_resource_args(&strs(&["ksvc,rt"])).unwrap();
         assert_eq!(shape(&r), [("Service", vec![]), ("Route", vec![])]);
         let r = parse_resource_args(&strs(&["all"])).unwrap();
-        assert_eq!(r.len(), 5);
+        assert_eq!(r.len(), 6);
+        assert_eq!(r[5].0.kind, "DomainMapping");
         // The views are served kinds too.
         let r = parse_resource_args(&strs(&["po", "hello-00001-deployment-x"])).unwrap();
         assert_eq!(shape(&r), [("Pod", strs(&["hello-00001-deployment-x"]))]);

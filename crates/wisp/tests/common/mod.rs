@@ -24,6 +24,8 @@ pub struct Server {
     pub http_addr: String,
     /// The cluster-local ingress (`host:port`).
     pub local_addr: String,
+    /// The HTTPS ingress (`host:port`; empty unless started with `--https-addr`).
+    pub https_addr: String,
     /// The Prometheus endpoint (`host:port`; empty when off).
     pub metrics_addr: String,
     /// The web console (`host:port`; empty when off).
@@ -76,6 +78,7 @@ impl Server {
             scheme: "https",
             http_addr: String::new(),
             local_addr: String::new(),
+            https_addr: String::new(),
             metrics_addr: String::new(),
             console_addr: String::new(),
             data_dir,
@@ -124,6 +127,7 @@ impl Server {
             // The ingress lines come before the API line; all three are sent once the API
             // line arrives.
             let (mut http, mut local) = (String::new(), String::new());
+            let mut https = String::new();
             let (mut metrics, mut console) = (String::new(), String::new());
             let mut tx = Some(tx);
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
@@ -135,6 +139,9 @@ impl Server {
                 }
                 if let Some(a) = line.strip_prefix("wisp: ingress listening on http://") {
                     http = a.trim().to_string();
+                }
+                if let Some(a) = line.strip_prefix("wisp: ingress listening on https://") {
+                    https = a.trim().to_string();
                 }
                 if let Some(a) =
                     line.strip_prefix("wisp: cluster-local ingress listening on http://")
@@ -150,6 +157,7 @@ impl Server {
                         local.clone(),
                         metrics.clone(),
                         console.clone(),
+                        https.clone(),
                     ));
                 }
                 if std::env::var_os("WISP_TEST_LOG").is_some() {
@@ -157,7 +165,7 @@ impl Server {
                 }
             }
         });
-        let (url, http, local, metrics, console) = rx
+        let (url, http, local, metrics, console, https) = rx
             .recv_timeout(START_TIMEOUT)
             .expect("wisp serve did not report its API address");
         self.metrics_addr = metrics;
@@ -167,6 +175,7 @@ impl Server {
         self.addr = addr.to_string();
         self.http_addr = http;
         self.local_addr = local;
+        self.https_addr = https;
         self.token = std::fs::read_to_string(self.data_dir.join("token"))
             .expect("token file")
             .trim()

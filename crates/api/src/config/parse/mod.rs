@@ -255,10 +255,9 @@ impl<'a> Data<'a> {
     /// Go's `strconv.ParseBool`.
     fn bool(&self, keys: &[&'static str], target: &mut bool) -> Result<(), ConfigError> {
         if let Some((k, v)) = self.get(keys) {
-            *target = match v {
-                "1" | "t" | "T" | "true" | "TRUE" | "True" => true,
-                "0" | "f" | "F" | "false" | "FALSE" | "False" => false,
-                _ => {
+            *target = match super::parse_go_bool(v) {
+                Some(b) => b,
+                None => {
                     return Err(self.unparsable(
                         k,
                         format!("strconv.ParseBool: parsing {v:?}: invalid syntax"),

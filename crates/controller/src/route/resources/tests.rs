@@ -371,6 +371,41 @@ fn urls_and_address() {
 }
 
 #[test]
+fn external_domain_tls_makes_https_urls_unless_opted_out() {
+    let mut route = testing::route("default", "hello", vec![]);
+    let cfg = cfg_with(|c| c.network.external_domain_tls = true);
+    let h = hosts(&route, [], &cfg).unwrap();
+    assert!(h.tls);
+    assert_eq!(h.url(&h.main, &cfg), "https://hello.default.example.com");
+    for (value, tls) in [
+        ("true", false),
+        ("True", false),
+        ("false", true),
+        ("maybe", true),
+    ] {
+        route.metadata.annotations.insert(
+            "networking.knative.dev/disable-external-domain-tls".into(),
+            value.into(),
+        );
+        assert_eq!(hosts(&route, [], &cfg).unwrap().tls, tls, "{value}");
+    }
+    // The older spelling opts out too.
+    route.metadata.annotations.clear();
+    route.metadata.annotations.insert(
+        "networking.knative.dev/disable-auto-tls".into(),
+        "true".into(),
+    );
+    assert!(!hosts(&route, [], &cfg).unwrap().tls);
+    // Cluster-local routes never get one.
+    route.metadata.annotations.clear();
+    route
+        .metadata
+        .labels
+        .insert(label::VISIBILITY.into(), "cluster-local".into());
+    assert!(!hosts(&route, [], &cfg).unwrap().tls);
+}
+
+#[test]
 fn bad_host_is_an_error() {
     let route = testing::route("default", "hello", vec![]);
     let cfg = cfg_with(|c| c.network.domain_template = "{{.Name}}".into());
