@@ -106,6 +106,9 @@ pub mod networking {
     use super::Key;
     use crate::config::Config;
 
+    /// The route's gradual-rollout state, as JSON, on its KIngress (`RolloutAnnotationKey`).
+    pub const ROLLOUT: &str = "networking.knative.dev/rollout";
+
     /// knative/networking `DisableExternalDomainTLSAnnotationKey` and its older spellings.
     pub const DISABLE_EXTERNAL_DOMAIN_TLS: Key = Key(&[
         "networking.knative.dev/disable-external-domain-tls",
@@ -193,11 +196,6 @@ pub mod serving {
 }
 
 /// `networking.knative.dev/*` keys wisp writes (knative/networking `pkg/apis/networking/register.go`).
-pub mod networking {
-    /// The route's gradual-rollout state, as JSON, on its KIngress (`RolloutAnnotationKey`).
-    pub const ROLLOUT: &str = "networking.knative.dev/rollout";
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

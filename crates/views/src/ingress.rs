@@ -22,8 +22,13 @@ pub fn domain_internal(service: &str, cluster_domain: &str) -> String {
     format!("{service}.{NAMESPACE}.svc.{cluster_domain}")
 }
 
-/// The gateway's two Services, for wisp's external and cluster-local listeners.
-pub fn gateway_services(external: SocketAddr, local: SocketAddr) -> Vec<Value> {
+/// The gateway's two Services, for wisp's external listeners (plain HTTP, and HTTPS when
+/// `wisp serve --https-addr` runs one: Kourier's `https` port 443) and its cluster-local one.
+pub fn gateway_services(
+    external: SocketAddr,
+    https: Option<SocketAddr>,
+    local: SocketAddr,
+) -> Vec<Value> {
     let labels = json!({
         "app.kubernetes.io/component": "net-kourier",
         "app.kubernetes.io/name": "knative-serving",
@@ -49,10 +54,12 @@ pub fn gateway_services(external: SocketAddr, local: SocketAddr) -> Vec<Value> {
         }
         svc
     };
-    vec![
-        service(EXTERNAL, "LoadBalancer", external),
-        service(INTERNAL, "NodePort", local),
-    ]
+    let mut external = service(EXTERNAL, "LoadBalancer", external);
+    if let (Some(https), Some(ports)) = (https, external["spec"]["ports"].as_array_mut()) {
+        ports.push(json!({"name": "https", "protocol": "TCP", "port": 443,
+                          "targetPort": https.port(), "nodePort": https.port()}));
+    }
+    vec![external, service(INTERNAL, "NodePort", local)]
 }
 
 #[cfg(test)]
@@ -63,16 +70,30 @@ mod tests {
     fn the_gateway_names_wisps_listeners() {
         let svcs = gateway_services(
             "127.0.0.1:8080".parse().unwrap(),
+            None,
             "127.0.0.1:8081".parse().unwrap(),
         );
         assert_eq!(svcs[0]["metadata"]["name"], "kourier");
         assert_eq!(svcs[0]["spec"]["ports"][0]["nodePort"], 8080);
+        assert_eq!(svcs[0]["spec"]["ports"].as_array().unwrap().len(), 1);
         assert_eq!(
             svcs[0]["status"]["loadBalancer"]["ingress"][0]["ip"],
             "127.0.0.1"
         );
         assert_eq!(svcs[1]["metadata"]["name"], "kourier-internal");
         assert_eq!(svcs[1]["spec"]["ports"][0]["nodePort"], 8081);
+        // With the HTTPS listener, Kourier's `https` port 443 leads to it.
+        let svcs = gateway_services(
+            "127.0.0.1:8080".parse().unwrap(),
+            Some("127.0.0.1:8443".parse().unwrap()),
+            "127.0.0.1:8081".parse().unwrap(),
+        );
+        let https = &svcs[0]["spec"]["ports"][1];
+        assert_eq!(
+            (&https["name"], &https["port"], &https["nodePort"]),
+            (&json!("https"), &json!(443), &json!(8443))
+        );
+        assert_eq!(svcs[1]["spec"]["ports"].as_array().unwrap().len(), 1);
         assert_eq!(
             domain_internal(INTERNAL, "cluster.local"),
             "kourier-internal.kourier-system.svc.cluster.local"

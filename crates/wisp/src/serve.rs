@@ -397,11 +397,13 @@ async fn serve(
         }));
     }
 
+    let mut https_bound = None;
     if let (Some(addr), Some(certs)) = (args.https_addr, ingress_certs) {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .with_context(|| format!("binding the HTTPS ingress address {addr}"))?;
         let bound = listener.local_addr()?;
+        https_bound = Some(bound);
         tracing::info!(addr = %bound, "HTTPS ingress listening");
         eprintln!("wisp: ingress listening on https://{bound}");
         let tls = tokio_rustls::TlsAcceptor::from(certs.server_config()?);
@@ -419,7 +421,7 @@ async fn serve(
     // The ingress gateway's Services (where to send requests), for the listeners bound.
     views.services.replace_set(
         "gateway",
-        wisp_views::ingress::gateway_services(ingress_addrs[0], ingress_addrs[1]),
+        wisp_views::ingress::gateway_services(ingress_addrs[0], https_bound, ingress_addrs[1]),
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let metrics_server = observing
