@@ -48,39 +48,11 @@ fn get(c: &reqwest::blocking::Client, addr: &str, path: &str) -> u16 {
     }
 }
 
-/// (desiredScale, actualScale) of the revision's PodAutoscaler.
-fn pa_scale(s: &Server) -> Option<(i64, i64)> {
-    let pa = s.get_json(&format!(
-        "/apis/autoscaling.internal.knative.dev/v1alpha1/namespaces/default/podautoscalers/{REV}"
-    ))?;
-    Some((
-        pa["status"]["desiredScale"].as_i64()?,
-        pa["status"]["actualScale"].as_i64()?,
-    ))
-}
-
 fn actual_replicas(s: &Server) -> i64 {
     s.get_json(&format!(
         "/apis/serving.knative.dev/v1/namespaces/default/revisions/{REV}"
     ))
     .and_then(|o| o["status"]["actualReplicas"].as_i64())
-    .unwrap_or(-1)
-}
-
-/// The revision's Pods as the views show them now, terminating ones left out.
-fn running_pods(s: &Server) -> i64 {
-    s.get_json(&format!(
-        "/api/v1/namespaces/default/pods?labelSelector=serving.knative.dev%2Frevision%3D{REV}"
-    ))
-    .and_then(|l| {
-        l["items"].as_array().map(|items| {
-            let live = items
-                .iter()
-                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-                .count();
-            i64::try_from(live).unwrap_or(i64::MAX)
-        })
-    })
     .unwrap_or(-1)
 }
 
@@ -108,7 +80,7 @@ fn scales_out_under_load_and_back_to_zero_when_idle() {
     });
     // The PA exists, owned by the revision, and nothing runs yet.
     wait_for("the PodAutoscaler", Duration::from_secs(10), || {
-        pa_scale(&s)
+        s.pa_scale(REV)
     });
     assert_eq!(actual_replicas(&s), 0);
 
@@ -131,7 +103,7 @@ fn scales_out_under_load_and_back_to_zero_when_idle() {
         }
         let load_until = Instant::now() + Duration::from_secs(14);
         while Instant::now() < load_until {
-            if let Some((d, a)) = pa_scale(&s) {
+            if let Some((d, a)) = s.pa_scale(REV) {
                 max_desired.fetch_max(d, Ordering::Relaxed);
                 max_actual.fetch_max(a, Ordering::Relaxed);
             }
@@ -176,7 +148,7 @@ fn scales_out_under_load_and_back_to_zero_when_idle() {
 
     // Idle: down to zero after the stable window and the scale-to-zero sequence.
     wait_for("scale to zero", Duration::from_secs(40), || {
-        (pa_scale(&s) == Some((0, 0)) && actual_replicas(&s) == 0).then_some(())
+        (s.pa_scale(REV) == Some((0, 0)) && actual_replicas(&s) == 0).then_some(())
     });
     let out = get_kpa(&s);
     let row = out.lines().find(|l| l.starts_with(REV)).unwrap_or_default();
@@ -233,7 +205,7 @@ fn scale_survives_a_restart(restart: fn(&mut Server)) {
             });
         }
         let d = wait_for("scaled out", Duration::from_secs(40), || {
-            pa_scale(&s)
+            s.pa_scale(REV)
                 .filter(|(d, a)| *d > 1 && a == d)
                 .map(|(d, _)| d)
         });
@@ -241,7 +213,7 @@ fn scale_survives_a_restart(restart: fn(&mut Server)) {
         d
     });
     // The decision as stored just before the kill (the KPA may have moved since).
-    let (before, _) = pa_scale(&s).unwrap();
+    let (before, _) = s.pa_scale(REV).unwrap();
     assert!(before > 1, "desired {desired}, then {before}");
 
     restart(&mut s);
@@ -255,8 +227,8 @@ fn scale_survives_a_restart(restart: fn(&mut Server)) {
         "the replicas started again after the restart",
         Duration::from_secs(15),
         || {
-            seen.extend(pa_scale(&s).map(|(d, _)| d));
-            let pods = running_pods(&s);
+            seen.extend(s.pa_scale(REV).map(|(d, _)| d));
+            let pods = s.running_pods(REV);
             (pods >= before).then_some(pods)
         },
     );
@@ -272,6 +244,6 @@ fn scale_survives_a_restart(restart: fn(&mut Server)) {
     wait_for(
         "scale to zero after the restart",
         Duration::from_secs(60),
-        || (pa_scale(&s) == Some((0, 0)) && actual_replicas(&s) == 0).then_some(()),
+        || (s.pa_scale(REV) == Some((0, 0)) && actual_replicas(&s) == 0).then_some(()),
     );
 }

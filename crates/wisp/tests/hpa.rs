@@ -46,34 +46,6 @@ spec:
     )
 }
 
-/// (desiredScale, actualScale) of the revision's PodAutoscaler.
-fn pa_scale(s: &Server) -> Option<(i64, i64)> {
-    let pa = s.get_json(&format!(
-        "/apis/autoscaling.internal.knative.dev/v1alpha1/namespaces/default/podautoscalers/{REV}"
-    ))?;
-    Some((
-        pa["status"]["desiredScale"].as_i64()?,
-        pa["status"]["actualScale"].as_i64()?,
-    ))
-}
-
-/// The revision's Pods as the views show them now, terminating ones left out.
-fn running_pods(s: &Server) -> i64 {
-    s.get_json(&format!(
-        "/api/v1/namespaces/default/pods?labelSelector=serving.knative.dev%2Frevision%3D{REV}"
-    ))
-    .and_then(|l| {
-        l["items"].as_array().map(|items| {
-            let live = items
-                .iter()
-                .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
-                .count();
-            i64::try_from(live).unwrap_or(i64::MAX)
-        })
-    })
-    .unwrap_or(-1)
-}
-
 fn get_kpa_row(s: &Server) -> Vec<String> {
     let out = s.cli().args(["get", "kpa"]).output().expect("wisp get kpa");
     assert!(
@@ -103,9 +75,9 @@ fn hpa_class_scales_on_cpu_and_back_to_min_scale() {
     });
     // One replica (min-scale), the PA Ready with Knative's HPA-class status.
     wait_for("PA at 1", Duration::from_secs(10), || {
-        (pa_scale(&s) == Some((1, 1))).then_some(())
+        (s.pa_scale(REV) == Some((1, 1))).then_some(())
     });
-    assert_eq!(running_pods(&s), 1);
+    assert_eq!(s.running_pods(REV), 1);
     let row = get_kpa_row(&s);
     assert_eq!(&row[1..4], ["1", "1", "True"], "{row:?}");
 
@@ -141,9 +113,9 @@ fn hpa_class_scales_on_cpu_and_back_to_min_scale() {
         let mut max_pods = 0;
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
-            let pods = running_pods(&s);
+            let pods = s.running_pods(REV);
             max_pods = max_pods.max(pods);
-            let desired = pa_scale(&s).map_or(0, |(d, _)| d);
+            let desired = s.pa_scale(REV).map_or(0, |(d, _)| d);
             assert!(desired <= 3, "max-scale 3 holds: desiredScale {desired}");
             if pods > 1 && desired > 1 {
                 break;
@@ -160,15 +132,15 @@ fn hpa_class_scales_on_cpu_and_back_to_min_scale() {
     );
     assert!(max_pods > 1, "scaled out on CPU: at most {max_pods} pods");
     assert!(ok > 0 && failed == 0, "{failed} of {} failed", ok + failed);
-    let (desired, _) = pa_scale(&s).unwrap();
+    let (desired, _) = s.pa_scale(REV).unwrap();
     assert!((2..=3).contains(&desired), "desiredScale {desired}");
 
     // Idle: back to min-scale once the 6 s window has no higher recommendation, and never
     // to zero (the HPA class has a floor of 1).
     let idle = Instant::now();
     wait_for("back to 1", Duration::from_secs(60), || {
-        let pods = running_pods(&s);
-        let scale = pa_scale(&s);
+        let pods = s.running_pods(REV);
+        let scale = s.pa_scale(REV);
         assert!(pods != 0, "an HPA-class revision never scales to zero");
         assert_ne!(scale.map(|(d, _)| d), Some(0), "desiredScale never 0");
         (scale == Some((1, 1)) && pods == 1).then_some(())
@@ -181,8 +153,8 @@ fn hpa_class_scales_on_cpu_and_back_to_min_scale() {
     // And it stays there.
     let until = Instant::now() + Duration::from_secs(4);
     while Instant::now() < until {
-        assert_eq!(pa_scale(&s), Some((1, 1)));
-        assert_eq!(running_pods(&s), 1);
+        assert_eq!(s.pa_scale(REV), Some((1, 1)));
+        assert_eq!(s.running_pods(REV), 1);
         std::thread::sleep(Duration::from_millis(500));
     }
     let row = get_kpa_row(&s);

@@ -363,6 +363,35 @@ impl Server {
         r.json().ok()
     }
 
+    /// (desiredScale, actualScale) of a revision's PodAutoscaler in `default`.
+    pub fn pa_scale(&self, revision: &str) -> Option<(i64, i64)> {
+        let pa = self.get_json(&format!(
+            "/apis/autoscaling.internal.knative.dev/v1alpha1/namespaces/default/podautoscalers/{revision}"
+        ))?;
+        Some((
+            pa["status"]["desiredScale"].as_i64()?,
+            pa["status"]["actualScale"].as_i64()?,
+        ))
+    }
+
+    /// A revision's Pods (in `default`) as the views show them now, terminating ones left
+    /// out; -1 when the list cannot be read.
+    pub fn running_pods(&self, revision: &str) -> i64 {
+        self.get_json(&format!(
+            "/api/v1/namespaces/default/pods?labelSelector=serving.knative.dev%2Frevision%3D{revision}"
+        ))
+        .and_then(|l| {
+            l["items"].as_array().map(|items| {
+                let live = items
+                    .iter()
+                    .filter(|p| p["metadata"]["deletionTimestamp"].is_null())
+                    .count();
+                i64::try_from(live).unwrap_or(i64::MAX)
+            })
+        })
+        .unwrap_or(-1)
+    }
+
     /// Applies YAML through `wisp apply -f -`, asserting success.
     pub fn apply(&self, yaml: &str) {
         use std::io::Write;
