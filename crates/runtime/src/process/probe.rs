@@ -444,12 +444,15 @@ async fn readiness_loop(
     }
 }
 
-/// The wait after the `attempt`-th aggressive probe (0-based): 2 ms, doubling up to
-/// `interval` (Knative's 50 ms). The first probe fires as the process starts, before it can
-/// listen; a fixed 50 ms wait after that refusal would add 50 ms to every cold start, while
-/// apps like `hello` listen within a few milliseconds.
+/// The wait after the `attempt`-th aggressive probe (0-based): 1 ms, growing by 1 ms per
+/// probe up to `interval` (Knative's 50 ms). The first probe fires as the process starts,
+/// before it can listen; a fixed 50 ms wait after that refusal would add 50 ms to every cold
+/// start, while apps like `hello` listen within a few milliseconds. The waits grow linearly,
+/// not by doubling: an app that listens at time t is then seen within about √(2t) ms
+/// (8 ms at 30 ms) rather than up to t later (doubling probed at 30 ms and next at 62 ms),
+/// for a few more refused connects (ten in the first 55 ms), which cost microseconds each.
 fn first_probe_interval(attempt: u32, interval: Duration) -> Duration {
-    Duration::from_millis(2u64 << attempt.min(16)).min(interval)
+    Duration::from_millis(u64::from(attempt) + 1).min(interval)
 }
 
 #[cfg(test)]
@@ -464,7 +467,18 @@ mod tests {
         let waits: Vec<u64> = (0..8)
             .map(|n| first_probe_interval(n, fifty).as_millis() as u64)
             .collect();
-        assert_eq!(waits, [2, 4, 8, 16, 32, 50, 50, 50]);
+        assert_eq!(waits, [1, 2, 3, 4, 5, 6, 7, 8]);
+        // The first probe after an app listens at 30 ms comes by 36 ms (probes at 0, 1, 3,
+        // 6, 10, 15, 21, 28, 36, …).
+        let at: Vec<u64> = (0..9)
+            .scan(0, |t, n| {
+                let now = *t;
+                *t += first_probe_interval(n, fifty).as_millis() as u64;
+                Some(now)
+            })
+            .collect();
+        assert_eq!(at, [0, 1, 3, 6, 10, 15, 21, 28, 36]);
+        assert_eq!(first_probe_interval(49, fifty), fifty);
         assert_eq!(first_probe_interval(u32::MAX, fifty), fifty);
     }
 
