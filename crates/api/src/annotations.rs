@@ -116,6 +116,31 @@ pub mod networking {
         "networking.knative.dev/disableAutoTLS",
     ]);
 
+    /// knative/networking `HTTPProtocolAnnotationKey` and its older spelling (`httpOption`).
+    pub const HTTP_PROTOCOL: Key = Key(&[
+        "networking.knative.dev/http-protocol",
+        "networking.knative.dev/httpOption",
+    ]);
+
+    /// Whether plain HTTP to the external hosts (with a certificate) of an object with these
+    /// annotations is redirected to https: the annotation (`enabled` or `redirected`, any
+    /// case), else config-network `http-protocol` (`Disabled` serves HTTP, as Knative's
+    /// empty option does). knative/serving `pkg/reconciler/route/resources/networking`
+    /// `GetHTTPOption`; its error text for another annotation value.
+    pub fn http_redirected(
+        cfg: &Config,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<bool, String> {
+        match HTTP_PROTOCOL.value(annotations).filter(|v| !v.is_empty()) {
+            Some(v) => match v.to_ascii_lowercase().as_str() {
+                "enabled" => Ok(false),
+                "redirected" => Ok(true),
+                other => Err(format!("incorrect http-protocol annotation: {other}")),
+            },
+            None => Ok(cfg.network.http_protocol.eq_ignore_ascii_case("Redirected")),
+        }
+    }
+
     /// Whether the external hosts of an object with these annotations get a certificate
     /// (knative/serving `pkg/reconciler/route/route.go` `externalDomainTLSEnabled`):
     /// config-network `external-domain-tls` on, and not opted out by the annotation (a value

@@ -44,9 +44,12 @@ pub struct HostRoute {
     /// empty then.
     pub rewrite_host: Option<String>,
     /// The host has a certificate on the HTTPS listener (a DomainMapping's `spec.tls`, or
-    /// `external-domain-tls`, whose certificates wisp's CA issues); with config-network
-    /// `http-protocol: Redirected` plain HTTP requests for it are redirected there.
+    /// `external-domain-tls`, whose certificates wisp's CA issues).
     pub tls: bool,
+    /// Plain HTTP requests for the host are redirected to https (a host with a certificate
+    /// whose object's `http-protocol` — annotation, else config-network — is Redirected:
+    /// its KIngress's `httpOption: Redirected`).
+    pub redirect: bool,
 }
 
 /// The routing-table key of a DomainMapping's entries: `(namespace, "domainmapping:<name>")`.

@@ -158,8 +158,8 @@ impl Ingress {
         scheme: &str,
     ) -> Result<(Arc<RevisionBackend>, Option<Rewrite>), Unrouted> {
         let host = host::request_host(req).map_err(Unrouted::BadHost)?;
-        // config-network `http-protocol: Redirected`: plain HTTP to a host with a
-        // certificate is sent to https, as Knative's KIngress `httpOption: Redirected`.
+        // `httpOption: Redirected` (the object's `http-protocol`, decided by its
+        // reconciler): plain HTTP to the host is sent to https.
         if scheme == "http"
             && listener == Visibility::External
             && self
@@ -167,13 +167,7 @@ impl Ingress {
                 .load()
                 .hosts
                 .get(host.as_ref())
-                .is_some_and(|r| r.tls && r.visibility == Visibility::External)
-            && self
-                .config
-                .guard()
-                .network
-                .http_protocol
-                .eq_ignore_ascii_case("Redirected")
+                .is_some_and(|r| r.redirect && r.visibility == Visibility::External)
         {
             let path = req.uri().path_and_query().map_or("/", |p| p.as_str());
             return Err(Unrouted::Redirect(format!("https://{host}{path}")));
@@ -287,6 +281,7 @@ mod tests {
             ]),
             rewrite_host: None,
             tls: false,
+            redirect: false,
         };
         let tag = HostRoute {
             tag: Some("new".into()),
@@ -335,6 +330,7 @@ mod tests {
             tag_targets: BTreeMap::new(),
             rewrite_host: Some(to.into()),
             tls: false,
+            redirect: false,
         };
         table.hosts.insert(
             "www.example.org".into(),

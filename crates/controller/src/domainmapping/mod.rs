@@ -18,7 +18,7 @@ use std::{
 };
 
 use wisp_api::{
-    annotations::networking::external_domain_tls,
+    annotations::networking::{external_domain_tls, http_redirected},
     domainmapping::{ClusterDomainClaim, DomainMapping, condition},
     kinds,
     meta::ConditionStatus,
@@ -148,13 +148,21 @@ impl TypedReconciler for DomainMappingReconciler {
             }
             Ok(target) => {
                 CONDITIONS.mark_true(&mut st.status, condition::REFERENCE_RESOLVED, now);
+                // `MakeIngress`'s `GetHTTPOption` fails the reconcile on a bad annotation.
+                let redirect = http_redirected(&cfg, &dm.metadata.annotations)
+                    .map_err(ReconcileError::Other)?;
                 let first = ctx
                     .routing
                     .load()
                     .route_hosts(&ns, &domain_mapping_key(&name))
                     .next()
                     .is_none();
-                publish(ctx, &ns, &name, &resources::host_route(dm, &target, https));
+                publish(
+                    ctx,
+                    &ns,
+                    &name,
+                    &resources::host_route(dm, &target, https, redirect),
+                );
                 ctx.views.ingresses.replace_set(
                     &view_set(&ns, &name),
                     vec![resources::make_ingress(dm, &target, &cfg)],

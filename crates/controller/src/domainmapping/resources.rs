@@ -172,7 +172,12 @@ fn split_url(url: &str) -> (&str, &str) {
 
 /// `resources.MakeIngress` as a routing-table entry: the mapping's domain, on the external
 /// listener, rewritten to `target_host`.
-pub fn host_route(dm: &DomainMapping, target_host: &str, tls: bool) -> BTreeMap<String, HostRoute> {
+pub fn host_route(
+    dm: &DomainMapping,
+    target_host: &str,
+    tls: bool,
+    redirect: bool,
+) -> BTreeMap<String, HostRoute> {
     BTreeMap::from([(
         host(dm),
         HostRoute {
@@ -184,6 +189,7 @@ pub fn host_route(dm: &DomainMapping, target_host: &str, tls: bool) -> BTreeMap<
             tag_targets: BTreeMap::new(),
             rewrite_host: Some(target_host.to_owned()),
             tls,
+            redirect: tls && redirect,
         },
     )])
 }
@@ -363,8 +369,14 @@ mod tests {
         assert_eq!(claim.metadata.name, "www.example.org");
         assert_eq!(claim.metadata.namespace, "");
         assert_eq!(claim.spec.namespace, "ns");
-        let entries = host_route(&d, "hello.ns.svc.cluster.local", false);
+        let entries = host_route(&d, "hello.ns.svc.cluster.local", false, true);
         let e = &entries["www.example.org"];
+        assert!(
+            !e.redirect,
+            "no redirect to https for a host without a certificate"
+        );
+        assert!(host_route(&d, "h", true, true)["www.example.org"].redirect);
+        assert!(!host_route(&d, "h", true, false)["www.example.org"].redirect);
         assert_eq!(e.visibility, Visibility::External);
         assert_eq!(
             e.rewrite_host.as_deref(),

@@ -217,6 +217,9 @@ pub struct Hosts {
     /// The external hosts get a certificate (`external-domain-tls`, not opted out): the
     /// URLs say https.
     pub tls: bool,
+    /// Plain HTTP to the external hosts is redirected to https (`GetHTTPOption` is
+    /// Redirected and the hosts have a certificate).
+    pub redirect: bool,
     /// The host of `status.url`.
     pub main: String,
     /// Tag → the host of that tag's `url`.
@@ -296,10 +299,16 @@ pub fn hosts<'a>(
         ]
     };
 
+    let tls = visibility == Visibility::External
+        && wisp_api::annotations::networking::external_domain_tls(cfg, &meta.annotations);
+    // Read whether or not the hosts have a certificate: a bad annotation is an error either
+    // way, as `MakeIngressSpec` reads it for every KIngress.
+    let redirect =
+        wisp_api::annotations::networking::http_redirected(cfg, &meta.annotations)? && tls;
     let mut out = Hosts {
         visibility,
-        tls: visibility == Visibility::External
-            && wisp_api::annotations::networking::external_domain_tls(cfg, &meta.annotations),
+        tls,
+        redirect,
         main: full(&meta.name)?,
         tags: BTreeMap::new(),
         local: BTreeMap::new(),
@@ -523,6 +532,7 @@ pub fn host_routes(
         },
         rewrite_host: None,
         tls: hosts.tls && visibility == Visibility::External,
+        redirect: hosts.redirect && visibility == Visibility::External,
     };
     let mut out = BTreeMap::new();
     for (name, locals) in &hosts.local {

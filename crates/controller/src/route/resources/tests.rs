@@ -371,6 +371,65 @@ fn urls_and_address() {
 }
 
 #[test]
+fn http_protocol_redirects_external_hosts_with_a_certificate() {
+    // knative/serving `GetHTTPOption`: the annotation (any case) wins over config-network;
+    // config's Disabled serves HTTP (an empty option); another annotation value is an error.
+    let route = |annotation: Option<&str>| {
+        let mut r = testing::route("default", "hello", vec![]);
+        if let Some(v) = annotation {
+            r.metadata
+                .annotations
+                .insert("networking.knative.dev/http-protocol".into(), v.into());
+        }
+        r
+    };
+    let cfg = |tls: bool, protocol: &str| {
+        cfg_with(|c| {
+            c.network.external_domain_tls = tls;
+            c.network.http_protocol = protocol.into();
+        })
+    };
+    for (tls, protocol, annotation, want) in [
+        (true, "Redirected", None, Ok(true)),
+        (true, "Enabled", None, Ok(false)),
+        (true, "Disabled", None, Ok(false)),
+        (true, "Enabled", Some("Redirected"), Ok(true)),
+        (true, "Redirected", Some("enabled"), Ok(false)),
+        // No certificate, nothing to redirect to.
+        (false, "Redirected", None, Ok(false)),
+        (false, "Enabled", Some("redirected"), Ok(false)),
+        (
+            true,
+            "Enabled",
+            Some("Disabled"),
+            Err("incorrect http-protocol annotation: disabled".to_string()),
+        ),
+        (
+            false,
+            "Enabled",
+            Some("foo"),
+            Err("incorrect http-protocol annotation: foo".to_string()),
+        ),
+    ] {
+        let got = hosts(&route(annotation), [], &cfg(tls, protocol)).map(|h| h.redirect);
+        assert_eq!(
+            got, want,
+            "tls {tls}, config {protocol}, annotation {annotation:?}"
+        );
+    }
+    // The older spelling is read too.
+    let mut r = route(None);
+    r.metadata.annotations.insert(
+        "networking.knative.dev/httpOption".into(),
+        "redirected".into(),
+    );
+    assert_eq!(
+        hosts(&r, [], &cfg(true, "Enabled")).map(|h| h.redirect),
+        Ok(true)
+    );
+}
+
+#[test]
 fn external_domain_tls_makes_https_urls_unless_opted_out() {
     let mut route = testing::route("default", "hello", vec![]);
     let cfg = cfg_with(|c| c.network.external_domain_tls = true);
