@@ -508,3 +508,115 @@ fn external_domain_tls_uses_wisp_s_ca_and_redirects_plain_http() {
     assert!(ok, "{err}");
     assert_eq!(out, "Hello TLS!\n");
 }
+
+/// One unary gRPC call (`POST`, `application/grpc`, `te: trailers`, one length-prefixed
+/// message) over HTTP/2 on TLS — ALPN `h2`, SNI `host`, trusting `ca_pem` — to `addr`:
+/// (status, content type, the answer's bytes, its `grpc-status` trailer).
+fn grpc_over_tls(
+    addr: &str,
+    host: &str,
+    ca_pem: &[u8],
+    message: &[u8],
+) -> (u16, String, Vec<u8>, Option<String>) {
+    use http_body_util::{BodyExt, Full};
+    use rustls_pki_types::{CertificateDer, ServerName, pem::PemObject};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_pem) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let mut config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .unwrap()
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&u32::try_from(message.len()).unwrap().to_be_bytes());
+    frame.extend_from_slice(message);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let call = async {
+            let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+            let name = ServerName::try_from(host.to_string()).unwrap();
+            let tls = connector.connect(name, tcp).await.unwrap();
+            assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]), "ALPN h2");
+            let (mut send, conn) = hyper::client::conn::http2::handshake(
+                hyper_util::rt::TokioExecutor::new(),
+                hyper_util::rt::TokioIo::new(tls),
+            )
+            .await
+            .unwrap();
+            tokio::spawn(conn);
+            let req = hyper::Request::post(format!("https://{host}/echo.Echo/Say"))
+                .header("content-type", "application/grpc")
+                .header("te", "trailers")
+                .body(Full::new(bytes::Bytes::from(frame)))
+                .unwrap();
+            let resp = send.send_request(req).await.unwrap();
+            assert_eq!(resp.version(), hyper::Version::HTTP_2);
+            let status = resp.status().as_u16();
+            let content_type = resp.headers()["content-type"].to_str().unwrap().to_string();
+            let collected = resp.into_body().collect().await.unwrap();
+            let grpc_status = collected
+                .trailers()
+                .and_then(|t| t.get("grpc-status"))
+                .map(|v| v.to_str().unwrap().to_string());
+            (
+                status,
+                content_type,
+                collected.to_bytes().to_vec(),
+                grpc_status,
+            )
+        };
+        tokio::time::timeout(Duration::from_secs(20), call)
+            .await
+            .expect("the gRPC call answered in time")
+    })
+}
+
+#[test]
+fn a_grpc_call_over_https_keeps_its_messages_and_trailers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("config.yaml");
+    std::fs::write(&cfg, "config-network:\n  external-domain-tls: Enabled\n").unwrap();
+    let s = Server::start_with(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--https-addr",
+        "127.0.0.1:0",
+    ]);
+    // gRPC apps name their port h2c: wisp speaks HTTP/2 to them (Knative's rule).
+    s.apply(&format!(
+        "{}        ports:\n        - name: h2c\n          containerPort: 8080\n",
+        service("default", "grpc", "echo", "gRPC")
+    ));
+    wait_ready(
+        &s,
+        "default",
+        "/apis/serving.knative.dev/v1",
+        "services/grpc",
+    );
+    let ca = std::fs::read(s.ca_path()).unwrap();
+    let (status, content_type, body, grpc_status) = grpc_over_tls(
+        &s.https_addr,
+        "grpc.default.example.com",
+        &ca,
+        b"\x0a\x05hello",
+    );
+    assert_eq!((status, content_type.as_str()), (200, "application/grpc"));
+    assert_eq!(
+        body, b"\x00\x00\x00\x00\x07\x0a\x05hello",
+        "the message, framed"
+    );
+    assert_eq!(
+        grpc_status.as_deref(),
+        Some("0"),
+        "the trailers came through"
+    );
+}

@@ -14,6 +14,11 @@
 //!   closes its side. It speaks no websocket framing (no `Sec-WebSocket-Accept` either): it
 //!   tests the tunnel, not the protocol. Without the upgrade headers it answers `426`.
 //!
+//! - A `POST` with `content-type: application/grpc…` (any path) is a unary gRPC echo: the
+//!   request's messages come back as they were sent, as `application/grpc`, ended by the
+//!   trailers `grpc-status: 0` — what a gRPC client needs to see its call succeed, so a
+//!   test can tell that the platform carries HTTP/2 trailers end to end.
+//!
 //! `/` answers this list of endpoints.
 
 use std::{
@@ -37,7 +42,8 @@ use wisp_samples::{int_param, text};
 type EchoBody = UnsyncBoxBody<Bytes, Infallible>;
 
 const USAGE: &str = "echo: GET /headers[?leak=1], /sse?n=N&interval_ms=M, \
-                     /chunked?n=N&interval_ms=M, /ws (HTTP/1.1 upgrade, echoes bytes)\n";
+                     /chunked?n=N&interval_ms=M, /ws (HTTP/1.1 upgrade, echoes bytes), \
+                     POST application/grpc (unary echo)\n";
 
 /// Caps on the streams, so a typo in a query cannot tie up a replica for hours.
 const MAX_EVENTS: u64 = 10_000;
@@ -45,6 +51,15 @@ const MAX_INTERVAL_MS: u64 = 60_000;
 
 fn main() {
     wisp_samples::main_with(|req| async move {
+        let grpc = req.method() == hyper::Method::POST
+            && req
+                .headers()
+                .get(CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v.starts_with("application/grpc"));
+        if grpc {
+            return grpc_echo(req).await;
+        }
         match req.uri().path() {
             "/headers" => headers(&req),
             "/sse" => stream(&req, "text/event-stream", |i| format!("data: {i}\n\n")),
@@ -100,6 +115,39 @@ fn headers(req: &Request<Incoming>) -> Response<EchoBody> {
         }
     }
     resp
+}
+
+/// A gRPC call's answer: its messages, then its trailers.
+struct Unary(Option<Bytes>, Option<HeaderMap>);
+
+impl hyper::body::Body for Unary {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        let frame = match self.0.take() {
+            Some(data) => Some(Frame::data(data)),
+            None => self.1.take().map(Frame::trailers),
+        };
+        Poll::Ready(frame.map(Ok))
+    }
+}
+
+/// The unary gRPC echo (see the module doc).
+async fn grpc_echo(req: Request<Incoming>) -> Response<EchoBody> {
+    let Ok(body) = req.into_body().collect().await else {
+        return plain(400, "the request body did not arrive whole\n");
+    };
+    let mut trailers = HeaderMap::new();
+    trailers.insert("grpc-status", hyper::header::HeaderValue::from_static("0"));
+    Response::builder()
+        .status(200)
+        .header(CONTENT_TYPE, "application/grpc")
+        .body(Unary(Some(body.to_bytes()), Some(trailers)).boxed_unsync())
+        .expect("static response parts")
 }
 
 /// A body fed by a channel: each message is one data frame, sent when it is produced.
