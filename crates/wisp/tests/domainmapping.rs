@@ -274,6 +274,11 @@ fn kubectl_applies_and_gets_domain_mappings() {
 /// A CA named `ca_name` and a certificate it signs for `host`, as PEM: (ca.crt, tls.crt,
 /// tls.key).
 fn certificate_for(host: &str, ca_name: &str) -> (String, String, String) {
+    certificate_with(host, ca_name, false)
+}
+
+/// [`certificate_for`], the leaf valid only in 2020 when `expired`.
+fn certificate_with(host: &str, ca_name: &str, expired: bool) -> (String, String, String) {
     use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
     let ca_key = KeyPair::generate().unwrap();
     let mut ca = CertificateParams::default();
@@ -285,6 +290,10 @@ fn certificate_for(host: &str, ca_name: &str) -> (String, String, String) {
     let key = KeyPair::generate().unwrap();
     let mut leaf = CertificateParams::new(vec![host.to_string()]).unwrap();
     leaf.distinguished_name.push(DnType::CommonName, host);
+    if expired {
+        leaf.not_before = rcgen::date_time_ymd(2020, 1, 1);
+        leaf.not_after = rcgen::date_time_ymd(2020, 12, 31);
+    }
     let leaf = leaf.signed_by(&key, &issuer).unwrap();
     (ca_cert.pem(), leaf.pem(), key.serialize_pem())
 }
@@ -619,4 +628,66 @@ fn a_grpc_call_over_https_keeps_its_messages_and_trailers() {
         Some("0"),
         "the trailers came through"
     );
+}
+
+/// A mapping's Secret holding a certificate for another name, or an expired one: wisp
+/// serves what the Secret holds (as Knative's gateway does), and a client refuses it.
+#[test]
+fn a_mismatched_or_expired_certificate_is_refused_by_the_client() {
+    if std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("curl not on PATH: skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let cfg = tmp.path().join("config.yaml");
+    std::fs::write(
+        &cfg,
+        "config-network:\n  autocreate-cluster-domain-claims: \"true\"\n",
+    )
+    .unwrap();
+    let s = Server::start_with(&[
+        "--config",
+        cfg.to_str().unwrap(),
+        "--https-addr",
+        "127.0.0.1:0",
+    ]);
+    s.apply(&service("default", "hello", "hello", "TLS"));
+    for (domain, cert_host, expired) in [
+        ("mismatch.example.org", "other.example.org", false),
+        ("expired.example.org", "expired.example.org", true),
+    ] {
+        let (ca, crt, key) = certificate_with(cert_host, "test-ca", expired);
+        let ca_path = tmp.path().join(format!("{domain}.ca.crt"));
+        std::fs::write(&ca_path, &ca).unwrap();
+        let secret = serde_json::json!({
+            "apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+            "metadata": {"name": domain.replace('.', "-"), "namespace": "default"},
+            "stringData": {"tls.crt": crt, "tls.key": key},
+        });
+        s.apply(&secret.to_string());
+        s.apply(&format!(
+            "{}  tls:\n    secretName: {}\n",
+            mapping("default", domain, "hello"),
+            domain.replace('.', "-")
+        ));
+        wait_for(&format!("{domain} Ready"), READY_TIMEOUT, || {
+            condition(&s, "default", domain, "Ready").filter(|c| c.0 == "True")
+        });
+        let (ok, _, err) = curl_https(&s, &ca_path, domain, "/", &[]);
+        assert!(!ok, "{domain}: the certificate was accepted");
+        let why = if expired { "expired" } else { "does not match" };
+        assert!(
+            err.contains(if expired { "expired" } else { "match" }),
+            "{domain}: the client should refuse a certificate that {why}: {err}"
+        );
+        // The same request, told to skip verification, reaches the app: the refusal is the
+        // client's verdict on the certificate, not a failed handshake.
+        let (ok, out, err) = curl_https(&s, &ca_path, domain, "/", &["--insecure"]);
+        assert!(ok, "{domain}: {err}");
+        assert_eq!(out, "Hello TLS!\n");
+    }
 }
