@@ -234,6 +234,18 @@ struct Published {
     split: String,
 }
 
+/// The time from the 1% split to 100% that Knative's `computeProperties`
+/// (`pkg/reconciler/route/traffic/rollout.go`) gives a rollout of `duration_secs` whose
+/// first 1% moved within a second: the remaining 99% over `duration − 1` s in steps of at
+/// least 1 s, the step size rounded to the nearest percent, the step duration not stretched
+/// to make up for the rounding.
+fn knative_rollout_secs(duration_secs: f64) -> f64 {
+    let duration = (duration_secs - 1.0).max(1.0);
+    let steps = duration.clamp(1.0, 99.0);
+    let size = (99.0 / steps).round().max(1.0);
+    (99.0 / size).ceil() * (duration / steps)
+}
+
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let (wisp, app) = setup::binaries(args.wisp.as_deref(), args.app.as_deref(), "hello")?;
@@ -372,6 +384,10 @@ fn main() -> anyhow::Result<()> {
     ]);
     let (mut worst, mut sum_abs, mut counted_steps, mut over) = (0.0f64, 0.0f64, 0usize, 0usize);
     let mut too_short = 0usize;
+    // Pooled over the intermediate steps: requests counted, answered by revision 2,
+    // expected on revision 2 (Σ n·p), and steps whose diff exceeds their 95% half-width.
+    let (mut pooled_n, mut pooled_new, mut pooled_expected, mut beyond_noise) =
+        (0usize, 0usize, 0.0f64, 0usize);
     for (i, p) in published.iter().enumerate() {
         let end = published.get(i + 1).map_or(load_end, |n| n.at);
         let (lo, hi) = (p.at + skip, end.saturating_sub(skip));
@@ -395,8 +411,8 @@ fn main() -> anyhow::Result<()> {
             ]);
             continue;
         }
-        let observed =
-            100.0 * in_step.iter().filter(|a| **a == Answer::New).count() as f64 / n as f64;
+        let new = in_step.iter().filter(|a| **a == Answer::New).count();
+        let observed = 100.0 * new as f64 / n as f64;
         let diff = observed - p.new_percent as f64;
         let q = p.new_percent as f64 / 100.0;
         let half = 196.0 * (q * (1.0 - q) / n as f64).sqrt();
@@ -405,6 +421,14 @@ fn main() -> anyhow::Result<()> {
         counted_steps += 1;
         if diff.abs() > TARGET_DIFF {
             over += 1;
+        }
+        if diff.abs() > half {
+            beyond_noise += 1;
+        }
+        if p.new_percent > 0 && p.new_percent < 100 {
+            pooled_n += n;
+            pooled_new += new;
+            pooled_expected += n as f64 * q;
         }
         steps.row([
             i.to_string(),
@@ -429,6 +453,7 @@ fn main() -> anyhow::Result<()> {
         .filter(|p| p.new_percent > 0 && p.new_percent < 100)
         .count();
     let took = first_intermediate.map(|f| rolled_out_at.saturating_sub(f));
+    let expected = knative_rollout_secs(args.duration as f64);
     let stop_report = server.stop()?;
 
     let mut out = setup::results_header(
@@ -459,8 +484,10 @@ fn main() -> anyhow::Result<()> {
          | published splits | {} ({intermediate} intermediate) |\n\
          | split vs published, max \\|diff\\| | {worst:.2} points (target ±{TARGET_DIFF:.0}: {}) |\n\
          | split vs published, mean \\|diff\\| | {:.2} points over {counted_steps} steps; {over} step(s) beyond ±{TARGET_DIFF:.0}; {too_short} too short to count |\n\
+         | steps whose diff exceeds their binomial 95% half-width | {beyond_noise} of {counted_steps} (≈5% expected from sampling alone) |\n\
+         | pooled over the intermediate steps: observed vs published share of revision 2 | {pooled_new} vs {pooled_expected:.0} of {pooled_n} requests: {:+.2} points |\n\
          | template update → revision 2's first split | {} |\n\
-         | first intermediate split → 100% on revision 2 | {} (rollout-duration {} s) |\n\
+         | first intermediate split → 100% on revision 2 | {} (rollout-duration {} s; Knative's step computation gives {expected:.1} s, see below) |\n\
          | Route Ready with the 100% split | {} |\n\
          | wisp stop | {} in {:.2} s, {} leftover replicas |\n\n",
         args.min_scale,
@@ -483,6 +510,11 @@ fn main() -> anyhow::Result<()> {
         } else {
             f64::NAN
         },
+        if pooled_n > 0 {
+            100.0 * (pooled_new as f64 - pooled_expected) / pooled_n as f64
+        } else {
+            f64::NAN
+        },
         first_intermediate.map_or("never".into(), |f| format!(
             "{:.2} s",
             f.saturating_sub(updated_at).as_secs_f64()
@@ -497,6 +529,16 @@ fn main() -> anyhow::Result<()> {
         stop_report.status,
         stop_report.took.as_secs_f64(),
         stop_report.leftovers,
+    );
+    let _ = write!(
+        out,
+        "Why a {d} s rollout takes about {expected:.0} s: Knative's `computeProperties` \
+         (`pkg/reconciler/route/traffic/rollout.go`, ported in `crates/controller/src/route/rollout.rs`), once the \
+         first 1% has moved (counted as 1 s when it took less), spreads the remaining 99% over \
+         {d}−1 s in steps of at least 1 s, and rounds the step size to the nearest percent \
+         without stretching the step duration: with a 1 s first step that is min(99, {d}−1) steps of \
+         round(99/that)% each, ceil(99/size) steps in all.\n\n",
+        d = args.duration,
     );
     if !failure_kinds.is_empty() {
         let _ = writeln!(out, "Failures by kind:\n");
@@ -527,4 +569,19 @@ fn main() -> anyhow::Result<()> {
         eprintln!("some targets were missed (see above)");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::knative_rollout_secs;
+
+    #[test]
+    fn knative_rollout_times() {
+        // 60 s: 59 steps of round(99/59) = 2%, 1 s each; 50 of them reach 100%.
+        assert!((knative_rollout_secs(60.0) - 50.0).abs() < 1e-9);
+        // 6 s (tests/rollout.rs): 5 steps of 20%, 1 s each.
+        assert!((knative_rollout_secs(6.0) - 5.0).abs() < 1e-9);
+        // Long rollouts: 1% steps over the whole rest.
+        assert!((knative_rollout_secs(200.0) - 199.0).abs() < 1e-9);
+    }
 }
