@@ -81,6 +81,8 @@ pub struct StopReport {
 
 /// The line `wisp serve` prints on stderr for its external ingress.
 const INGRESS_LISTENING: &str = "wisp: ingress listening on http://";
+/// The line for its HTTPS ingress (`--https-addr`).
+const HTTPS_INGRESS_LISTENING: &str = "wisp: ingress listening on https://";
 
 impl Server {
     /// Starts `wisp serve` with every listener on an ephemeral loopback port, on a new
@@ -250,10 +252,23 @@ impl Server {
     /// The external ingress address, from the line `wisp serve` prints on stderr (its
     /// [`log_path`](Self::log_path)); waits at most `timeout` for it.
     pub fn ingress_addr(&self, timeout: Duration) -> anyhow::Result<std::net::SocketAddr> {
+        self.announced_addr(INGRESS_LISTENING, timeout)
+    }
+
+    /// The HTTPS ingress address (`--https-addr`), as [`ingress_addr`](Self::ingress_addr).
+    pub fn https_ingress_addr(&self, timeout: Duration) -> anyhow::Result<std::net::SocketAddr> {
+        self.announced_addr(HTTPS_INGRESS_LISTENING, timeout)
+    }
+
+    fn announced_addr(
+        &self,
+        prefix: &str,
+        timeout: Duration,
+    ) -> anyhow::Result<std::net::SocketAddr> {
         let deadline = Instant::now() + timeout;
         loop {
             let text = std::fs::read_to_string(&self.log_path).unwrap_or_default();
-            if let Some(addr) = text.lines().find_map(|l| l.strip_prefix(INGRESS_LISTENING)) {
+            if let Some(addr) = text.lines().find_map(|l| l.strip_prefix(prefix)) {
                 return addr
                     .trim()
                     .trim_end_matches('/')
@@ -262,7 +277,7 @@ impl Server {
             }
             if Instant::now() > deadline {
                 bail!(
-                    "no {INGRESS_LISTENING:?} line in {} after {timeout:?}",
+                    "no {prefix:?} line in {} after {timeout:?}",
                     self.log_path.display()
                 );
             }
