@@ -323,29 +323,37 @@ fn curl_https(
     )
 }
 
-#[test]
-fn https_serves_a_mapping_s_certificate_by_sni() {
-    if std::process::Command::new("curl")
+/// Whether curl (which the HTTPS tests drive as a user would) is installed.
+fn curl_installed() -> bool {
+    std::process::Command::new("curl")
         .arg("--version")
         .output()
-        .is_err()
-    {
-        eprintln!("curl not on PATH: skipping");
-        return;
-    }
-    let tmp = tempfile::tempdir().unwrap();
+        .is_ok()
+}
+
+/// A server with an HTTPS listener and `config` (YAML) as its `--config`, written in `tmp`.
+fn https_server(tmp: &tempfile::TempDir, config: &str) -> Server {
     let cfg = tmp.path().join("config.yaml");
-    std::fs::write(
-        &cfg,
-        "config-network:\n  autocreate-cluster-domain-claims: \"true\"\n",
-    )
-    .unwrap();
-    let s = Server::start_with(&[
+    std::fs::write(&cfg, config).unwrap();
+    Server::start_with(&[
         "--config",
         cfg.to_str().unwrap(),
         "--https-addr",
         "127.0.0.1:0",
-    ]);
+    ])
+}
+
+#[test]
+fn https_serves_a_mapping_s_certificate_by_sni() {
+    if !curl_installed() {
+        eprintln!("curl not on PATH: skipping");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let s = https_server(
+        &tmp,
+        "config-network:\n  autocreate-cluster-domain-claims: \"true\"\n",
+    );
     assert!(!s.https_addr.is_empty());
     let (ca, crt, key) = certificate_for("secure.example.org", "test-ca");
     let ca_path = tmp.path().join("ca.crt");
@@ -439,27 +447,15 @@ fn https_serves_a_mapping_s_certificate_by_sni() {
 
 #[test]
 fn external_domain_tls_uses_wisp_s_ca_and_redirects_plain_http() {
-    if std::process::Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
+    if !curl_installed() {
         eprintln!("curl not on PATH: skipping");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let cfg = tmp.path().join("config.yaml");
-    std::fs::write(
-        &cfg,
+    let s = https_server(
+        &tmp,
         "config-network:\n  external-domain-tls: Enabled\n  http-protocol: Redirected\n  autocreate-cluster-domain-claims: \"true\"\n",
-    )
-    .unwrap();
-    let s = Server::start_with(&[
-        "--config",
-        cfg.to_str().unwrap(),
-        "--https-addr",
-        "127.0.0.1:0",
-    ]);
+    );
     let ca = s.ca_path();
     s.apply(&service("default", "hello", "hello", "TLS"));
     // Opted out by the annotation (which reaches its Route).
@@ -592,14 +588,7 @@ fn grpc_over_tls(
 #[test]
 fn a_grpc_call_over_https_keeps_its_messages_and_trailers() {
     let tmp = tempfile::tempdir().unwrap();
-    let cfg = tmp.path().join("config.yaml");
-    std::fs::write(&cfg, "config-network:\n  external-domain-tls: Enabled\n").unwrap();
-    let s = Server::start_with(&[
-        "--config",
-        cfg.to_str().unwrap(),
-        "--https-addr",
-        "127.0.0.1:0",
-    ]);
+    let s = https_server(&tmp, "config-network:\n  external-domain-tls: Enabled\n");
     // gRPC apps name their port h2c: wisp speaks HTTP/2 to them (Knative's rule).
     s.apply(&format!(
         "{}        ports:\n        - name: h2c\n          containerPort: 8080\n",
@@ -634,27 +623,15 @@ fn a_grpc_call_over_https_keeps_its_messages_and_trailers() {
 /// serves what the Secret holds (as Knative's gateway does), and a client refuses it.
 #[test]
 fn a_mismatched_or_expired_certificate_is_refused_by_the_client() {
-    if std::process::Command::new("curl")
-        .arg("--version")
-        .output()
-        .is_err()
-    {
+    if !curl_installed() {
         eprintln!("curl not on PATH: skipping");
         return;
     }
     let tmp = tempfile::tempdir().unwrap();
-    let cfg = tmp.path().join("config.yaml");
-    std::fs::write(
-        &cfg,
+    let s = https_server(
+        &tmp,
         "config-network:\n  autocreate-cluster-domain-claims: \"true\"\n",
-    )
-    .unwrap();
-    let s = Server::start_with(&[
-        "--config",
-        cfg.to_str().unwrap(),
-        "--https-addr",
-        "127.0.0.1:0",
-    ]);
+    );
     s.apply(&service("default", "hello", "hello", "TLS"));
     for (domain, cert_host, expired) in [
         ("mismatch.example.org", "other.example.org", false),
