@@ -237,6 +237,26 @@ pub fn cpu_ticks(pid: u32) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// utime + stime of every process in `pids` together, in clock ticks; None when `pids` is
+/// empty or one of them is gone.
+pub fn cpu_ticks_of(pids: &[u32]) -> Option<u64> {
+    if pids.is_empty() {
+        return None;
+    }
+    pids.iter().map(|p| cpu_ticks(*p)).sum()
+}
+
+/// CPU microseconds per request between two [`cpu_ticks`] readings taken around a run that
+/// served `requests`; None when a reading is missing or nothing was served.
+pub fn micros_per_request(before: Option<u64>, after: Option<u64>, requests: u64) -> Option<f64> {
+    match (before, after) {
+        (Some(a), Some(b)) if requests > 0 => {
+            Some(b.saturating_sub(a) as f64 / clk_tck() as f64 / requests as f64 * 1e6)
+        }
+        _ => None,
+    }
+}
+
 /// CPU time of this process's waited-for children (cutime + cstime of `/proc/self/stat`),
 /// in clock ticks: a `wrk` run counts here once it has been reaped.
 pub fn children_ticks() -> Option<u64> {

@@ -339,19 +339,9 @@ fn main() -> anyhow::Result<()> {
         for i in 0..targets.len() {
             let k = (i + rep) % targets.len();
             let t = &targets[k];
-            let ticks = |pids: &[u32]| -> Option<u64> {
-                pids.iter()
-                    .map(|p| load::cpu_ticks(*p))
-                    .sum::<Option<u64>>()
-            };
-            let before = ticks(&t.pids);
+            let before = load::cpu_ticks_of(&t.pids);
             let r = run(t, args.duration)?;
-            let cpu = match (before, ticks(&t.pids)) {
-                (Some(a), Some(b)) if r.requests > 0 && !t.pids.is_empty() => {
-                    Some((b - a) as f64 / load::clk_tck() as f64 / r.requests as f64 * 1e6)
-                }
-                _ => None,
-            };
+            let cpu = load::micros_per_request(before, load::cpu_ticks_of(&t.pids), r.requests);
             let (p50, p99) = (r.p50.as_secs_f64() * 1e3, r.p99.as_secs_f64() * 1e3);
             runs.row([
                 (rep + 1).to_string(),

@@ -211,12 +211,7 @@ fn dataplane(args: &Args, wisp: &Path, app: &str, report: &mut String) -> anyhow
             let r = run(&variants[k], args.duration)?;
             // wisp's own CPU (its threads, not the app's or wrk's) per request: what the
             // layers cost, less sensitive than throughput to what else the machine runs.
-            let cpu = match (ticks, load::cpu_ticks(pid)) {
-                (Some(a), Some(b)) if r.requests > 0 => {
-                    Some((b - a) as f64 / load::clk_tck() as f64 / r.requests as f64 * 1e6)
-                }
-                _ => None,
-            };
+            let cpu = load::micros_per_request(ticks, load::cpu_ticks(pid), r.requests);
             runs.row([
                 (rep + 1).to_string(),
                 variants[k].label.to_string(),
