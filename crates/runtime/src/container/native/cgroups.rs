@@ -22,22 +22,22 @@ pub(crate) struct Hierarchy {
     pub controllers: Vec<String>,
 }
 
+/// The (mount point, fstype, super options) of each line of a `/proc/self/mountinfo`:
+/// `id parent maj:min root mount-point options [optional…] - fstype source super-options`.
+fn mounts(mountinfo: &str) -> impl Iterator<Item = (&str, &str, &str)> {
+    mountinfo.lines().filter_map(|line| {
+        let (left, right) = line.split_once(" - ")?;
+        let mount_point = left.split(' ').nth(4)?;
+        let mut right = right.split(' ');
+        let (fstype, _, super_options) = (right.next()?, right.next()?, right.next()?);
+        Some((mount_point, fstype, super_options))
+    })
+}
+
 /// The cgroup hierarchies in a `/proc/self/mountinfo` (each once, by mount point).
 pub(crate) fn parse_mountinfo(mountinfo: &str) -> Vec<Hierarchy> {
     let mut found: Vec<Hierarchy> = Vec::new();
-    for line in mountinfo.lines() {
-        // `id parent maj:min root mount-point options [optional…] - fstype source super-options`
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let Some(mount_point) = left.split(' ').nth(4) else {
-            continue;
-        };
-        let mut right = right.split(' ');
-        let (Some(fstype), _, Some(super_options)) = (right.next(), right.next(), right.next())
-        else {
-            continue;
-        };
+    for (mount_point, fstype, super_options) in mounts(mountinfo) {
         let hierarchy = match fstype {
             "cgroup" => Hierarchy {
                 mount_point: PathBuf::from(unescape(mount_point)),
@@ -74,26 +74,16 @@ pub(crate) fn parse_mountinfo(mountinfo: &str) -> Vec<Hierarchy> {
 /// `Documentation/admin-guide/cgroup-v2.rst`), at the price of slightly dearer forks and
 /// exits. The semaphore is global, so the unified mount's option serves v1 hierarchies too.
 pub(crate) fn favordynmods_remount(mountinfo: &str) -> Option<(PathBuf, String)> {
-    for line in mountinfo.lines() {
-        let Some((left, right)) = line.split_once(" - ") else {
-            continue;
-        };
-        let mut right = right.split(' ');
-        if right.next() != Some("cgroup2") {
-            continue;
-        }
-        let (mount_point, super_options) = (left.split(' ').nth(4)?, right.nth(1)?);
-        let mut options: Vec<&str> = super_options
-            .split(',')
-            .filter(|o| !matches!(*o, "rw" | "ro" | "seclabel"))
-            .collect();
-        if options.contains(&"favordynmods") {
-            return None;
-        }
-        options.push("favordynmods");
-        return Some((PathBuf::from(unescape(mount_point)), options.join(",")));
+    let (mount_point, _, super_options) = mounts(mountinfo).find(|m| m.1 == "cgroup2")?;
+    let mut options: Vec<&str> = super_options
+        .split(',')
+        .filter(|o| !matches!(*o, "rw" | "ro" | "seclabel"))
+        .collect();
+    if options.contains(&"favordynmods") {
+        return None;
     }
-    None
+    options.push("favordynmods");
+    Some((PathBuf::from(unescape(mount_point)), options.join(",")))
 }
 
 /// Sets `favordynmods` on the machine's cgroup2 mount (see [`favordynmods_remount`]) if it
