@@ -34,33 +34,30 @@ pub struct ResourceKind {
 
 /// Two kinds are equal when their facts are; the schema function is left out (function
 /// pointers have no meaningful equality, and a kind's schema follows from its type).
+///
+/// Kinds are compared on every store event (which reconcilers take this kind), so the
+/// identity is compared first and the facts of two equal kinds — the same `const`, whose
+/// strings and tables are the same statics — by address before content: comparing every
+/// description byte by byte was a tenth of wisp's CPU at a restart with 10 000 services.
 impl PartialEq for ResourceKind {
     fn eq(&self, o: &Self) -> bool {
-        (
-            self.kind,
-            self.plural,
-            self.singular,
-            self.short_names,
-            self.group,
-            self.version,
-            self.namespaced,
-            self.categories,
-            self.printer_columns,
-            self.status_subresource,
-            self.description,
-        ) == (
-            o.kind,
-            o.plural,
-            o.singular,
-            o.short_names,
-            o.group,
-            o.version,
-            o.namespaced,
-            o.categories,
-            o.printer_columns,
-            o.status_subresource,
-            o.description,
-        )
+        fn same<T: ?Sized + PartialEq>(a: &T, b: &T) -> bool {
+            std::ptr::eq(a, b) || a == b
+        }
+        if std::ptr::eq(self, o) {
+            return true;
+        }
+        same(self.group, o.group)
+            && same(self.version, o.version)
+            && same(self.kind, o.kind)
+            && same(self.plural, o.plural)
+            && same(self.singular, o.singular)
+            && same(self.short_names, o.short_names)
+            && self.namespaced == o.namespaced
+            && same(self.categories, o.categories)
+            && same(self.printer_columns, o.printer_columns)
+            && self.status_subresource == o.status_subresource
+            && same(self.description, o.description)
     }
 }
 

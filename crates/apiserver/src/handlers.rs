@@ -275,7 +275,7 @@ pub(crate) async fn list_or_watch(
             selector.as_ref(),
             after,
             params.limit,
-            |o| fields.matches(o),
+            (!fields.is_empty()).then_some(|o: &Value| fields.matches(o)),
         )?;
         // A token whose resourceVersion the event history no longer reaches is stale, as
         // kube's compacted snapshot is.

@@ -323,26 +323,62 @@ pub(crate) fn list(
     selector: Option<&LabelSelector>,
     after: Option<(&str, &str)>,
 ) -> Result<Vec<String>, StoreError> {
+    Ok(list_at_most(conn, resource, namespace, selector, after, usize::MAX)?.0)
+}
+
+/// [`list`], copying out the text of the first `max` matching rows only; the matching rows
+/// beyond are counted, not copied (a page of 500 out of 10 000 copies 500 objects).
+pub(crate) fn list_at_most(
+    conn: &Connection,
+    resource: &str,
+    namespace: Option<&str>,
+    selector: Option<&LabelSelector>,
+    after: Option<(&str, &str)>,
+    max: usize,
+) -> Result<(Vec<String>, usize), StoreError> {
     let q = ListQuery::new(resource, namespace, selector, after);
     let mut stmt = conn.prepare_cached(&q.sql)?;
     let mut rows = stmt.query(params_from_iter(q.params.iter()))?;
     let mut out = Vec::new();
+    let mut beyond = 0;
+    let mut count_rest = false;
     while let Some(row) = rows.next()? {
         let mut keep = true;
         for (i, r) in q.residual.iter().enumerate() {
             let value: Option<String> = row.get(i + 1)?;
             keep &= r.matches(value.as_deref());
         }
-        if keep {
+        if !keep {
+            continue;
+        }
+        if out.len() < max {
             out.push(row.get(0)?);
+        } else if q.residual.is_empty() {
+            // SQL decides every row: the index counts the rest without reading them
+            // (stepping through them reads each object).
+            count_rest = true;
+            break;
+        } else {
+            beyond += 1;
         }
     }
-    Ok(out)
+    if count_rest {
+        let total: i64 = conn
+            .prepare_cached(&q.count_sql())?
+            .query_row(params_from_iter(q.params.iter()), |r| r.get(0))?;
+        beyond = usize::try_from(total)
+            .unwrap_or(0)
+            .saturating_sub(out.len());
+    }
+    Ok((out, beyond))
 }
 
 /// The SQL of [`list`] and its parameters.
 struct ListQuery<'a> {
     sql: String,
+    /// Where the `FROM` and `ORDER BY` parts of `sql` start.
+    from_at: usize,
+    order_at: usize,
     params: Vec<&'a str>,
     /// Requirements SQL only approximates; their label values are columns 1.. of the result.
     residual: Vec<&'a Requirement>,
@@ -369,6 +405,7 @@ impl<'a> ListQuery<'a> {
                  AND l.namespace = o.namespace AND l.name = o.name AND l.key = {k})"
             );
         }
+        let from_at = sql.len();
         sql += &format!(" FROM objects o WHERE o.resource = {res}");
         if let Some(ns) = &ns {
             sql += &format!(" AND o.namespace = {ns}");
@@ -418,12 +455,21 @@ impl<'a> ListQuery<'a> {
             let (a, b) = (bind(&mut params, after_ns), bind(&mut params, after_name));
             sql += &format!(" AND (o.namespace, o.name) > ({a}, {b})");
         }
+        let order_at = sql.len();
         sql += " ORDER BY o.namespace, o.name";
         ListQuery {
             sql,
+            from_at,
+            order_at,
             params,
             residual,
         }
+    }
+
+    /// How many rows the query selects (the requirements SQL decides only: without
+    /// `residual` ones, how many objects match). Takes the same parameters.
+    fn count_sql(&self) -> String {
+        format!("SELECT COUNT(*){}", &self.sql[self.from_at..self.order_at])
     }
 }
 

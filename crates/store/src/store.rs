@@ -427,10 +427,11 @@ impl Store {
 
     /// One page of a list, as a client asks for it with `limit` and `continue`: the objects
     /// after `after` (the last (namespace, name) of the page before), of those the ones
-    /// `keep` accepts (a field selector), at most `limit + 1` of them (the one beyond tells
-    /// that there is more), and how many matching rows were left unread beyond them.
-    /// Rows are parsed only as far as the page needs, so a page of 500 costs 500 parses,
-    /// not the whole kind's.
+    /// `keep` accepts (a field selector; `None`: all), at most `limit + 1` of them (the one
+    /// beyond tells that there is more), and how many matching rows were left unread beyond
+    /// them. Without `keep`, only the page's rows are copied out of the store and parsed
+    /// (the rest are counted), so a page of 500 costs 500 objects, not the whole kind;
+    /// with it, every row from `after` on is copied and parsed as far as the page needs.
     pub fn list_page(
         &self,
         resource: &str,
@@ -438,19 +439,26 @@ impl Store {
         selector: Option<&LabelSelector>,
         after: Option<(&str, &str)>,
         limit: Option<usize>,
-        mut keep: impl FnMut(&Value) -> bool,
+        mut keep: Option<impl FnMut(&Value) -> bool>,
     ) -> Result<ListPage, StoreError> {
-        let (texts, revision) = self.list_raw_after(resource, namespace, selector, after)?;
         let want = limit.map_or(usize::MAX, |l| l.saturating_add(1));
+        let copy = if keep.is_some() { usize::MAX } else { want };
+        let selector = selector.filter(|s| !s.is_empty());
+        let (texts, beyond, revision) = self.with_conn(|conn| {
+            let rev = sqlite::revision(conn)?;
+            let (texts, beyond) =
+                sqlite::list_at_most(conn, resource, namespace, selector, after, copy)?;
+            Ok::<_, StoreError>((texts, beyond, rev))
+        })?;
         let mut items = Vec::new();
-        let mut unread = 0;
+        let mut unread = beyond;
         for (i, text) in texts.iter().enumerate() {
             if items.len() >= want {
-                unread = texts.len() - i;
+                unread += texts.len() - i;
                 break;
             }
             let object = sqlite::parse_json(text)?;
-            if keep(&object) {
+            if keep.as_mut().is_none_or(|keep| keep(&object)) {
                 items.push(object);
             }
         }

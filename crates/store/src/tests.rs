@@ -283,14 +283,33 @@ fn list_pages() {
         (Some(("default", "b")), Some(5), &["dev/z", "prod/a"], 0),
         (Some(("prod", "a")), Some(5), &[], 0),
     ];
+    let all = |_: &Value| true;
     for (after, limit, want, unread) in table {
-        let page = store
-            .list_page(SVC, None, None, after, limit, |_| true)
-            .unwrap();
-        assert_eq!(ns_names(&page.items), want, "{after:?} {limit:?}");
-        assert_eq!(page.unread, unread, "{after:?} {limit:?}");
-        assert_eq!(page.revision, 5);
+        // Without a filter only the page is copied out; with one that keeps everything,
+        // every row is read: the same page either way.
+        for keep in [None, Some(all)] {
+            let page = store
+                .list_page(SVC, None, None, after, limit, keep)
+                .unwrap();
+            assert_eq!(ns_names(&page.items), want, "{after:?} {limit:?}");
+            assert_eq!(page.unread, unread, "{after:?} {limit:?}");
+            assert_eq!(page.revision, 5);
+        }
     }
+    // A label selector: only matching rows count, read or not.
+    let web = LabelSelector::parse("app=web").unwrap();
+    let page = store
+        .list_page(
+            SVC,
+            None,
+            Some(&web),
+            None,
+            Some(1),
+            None::<fn(&Value) -> bool>,
+        )
+        .unwrap();
+    assert_eq!(ns_names(&page.items), ["default/b", "prod/a"]);
+    assert_eq!(page.unread, 0);
     // Within a namespace, and with a filter: only kept objects count toward the limit.
     let page = store
         .list_page(
@@ -299,14 +318,19 @@ fn list_pages() {
             None,
             Some(("default", "a")),
             None,
-            |_| true,
+            Some(all),
         )
         .unwrap();
     assert_eq!(ns_names(&page.items), ["default/b"]);
     let page = store
-        .list_page(SVC, None, None, None, Some(1), |o| {
-            o["metadata"]["name"] != "b"
-        })
+        .list_page(
+            SVC,
+            None,
+            None,
+            None,
+            Some(1),
+            Some(|o: &Value| o["metadata"]["name"] != "b"),
+        )
         .unwrap();
     assert_eq!(ns_names(&page.items), ["default/a", "dev/z"]);
     assert_eq!(page.unread, 1);

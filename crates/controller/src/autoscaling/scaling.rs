@@ -81,8 +81,15 @@ pub struct KpaReport {
     pub panic_mode: bool,
 }
 
-/// foldhash, not SipHash: every proxied request looks its revision up here.
-pub type Decisions = foldhash::HashMap<RevisionKey, RevisionScale>;
+/// foldhash, not SipHash: every proxied request looks its revision up here. A persistent
+/// map: each decision published copies the map, and a copy of a whole hash map per decision
+/// made 10 000 revisions' decisions quadratic.
+pub type Decisions = imbl::GenericHashMap<
+    RevisionKey,
+    RevisionScale,
+    foldhash::fast::RandomState,
+    imbl::shared_ptr::DefaultSharedPtr,
+>;
 
 /// The shared autoscaling state of one `wisp serve` (see the module doc).
 pub struct Scaling {
