@@ -118,6 +118,10 @@ pub struct ExitInfo {
     /// When that run started and ended (a container status's `startedAt`/`finishedAt`).
     pub started_at: Option<SystemTime>,
     pub finished_at: Option<SystemTime>,
+    /// The init container that ended so, when it was one (a non-zero exit of an init
+    /// container fails the replica's start: Kubernetes' `Init:Error`); None for a run of
+    /// the app containers.
+    pub init_container: Option<String>,
 }
 
 /// When things happened to a replica, for the Pod wisp shows of it.
@@ -141,6 +145,9 @@ pub struct ReplicaStatus {
     pub phase: ReplicaPhase,
     /// How many times this replica was restarted (crash or failed liveness probe).
     pub restarts: u32,
+    /// How many of the pod's init containers have run to completion in the replica's
+    /// sandbox, in order; the app containers start once all have (as a pod's do).
+    pub init_done: u32,
     /// How the process last ended, if it ever did.
     pub last_exit: Option<ExitInfo>,
     /// Why it is not starting, when the platform cannot run it at all (e.g. an `image`

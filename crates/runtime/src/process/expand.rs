@@ -21,14 +21,16 @@ pub(crate) struct Identity<'a> {
     pub revision: &'a str,
 }
 
-/// The environment of a replica process, in order (later entries win on duplicate names,
-/// as in Kubernetes): the pass-through variables, `PORT`, `K_SERVICE`, `K_CONFIGURATION`,
-/// `K_REVISION`, then the container's `env` with `$(VAR)` references to anything earlier
-/// expanded. Entries with `valueFrom` cannot be resolved without ConfigMaps and Secrets and
+/// The environment of a replica's process, in order (later entries win on duplicate names,
+/// as in Kubernetes): the pass-through variables, `PORT` (the serving container's alone, as
+/// Knative's `makeServingContainer` sets it; `port` is None for sidecars and init
+/// containers), `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` (every container's, as
+/// Knative's `makeContainer` adds them), then the container's `env` with `$(VAR)`
+/// references to anything earlier expanded. Entries with `valueFrom` cannot be resolved without ConfigMaps and Secrets and
 /// are returned by name in the second vector so the caller can warn.
 pub(crate) fn environment(
     container: &Container,
-    port: u16,
+    port: Option<u16>,
     id: &Identity<'_>,
     host_env: impl Fn(&str) -> Option<String>,
 ) -> (Vec<(String, String)>, Vec<String>) {
@@ -36,7 +38,9 @@ pub(crate) fn environment(
         .iter()
         .filter_map(|name| host_env(name).map(|v| (name.to_string(), v)))
         .collect();
-    env.push(("PORT".into(), port.to_string()));
+    if let Some(port) = port {
+        env.push(("PORT".into(), port.to_string()));
+    }
     env.push(("K_SERVICE".into(), id.service.into()));
     env.push(("K_CONFIGURATION".into(), id.configuration.into()));
     env.push(("K_REVISION".into(), id.revision.into()));
@@ -229,7 +233,7 @@ mod tests {
             configuration: "cfg",
             revision: "cfg-00001",
         };
-        let (env, skipped) = environment(&container, 4321, &id, host);
+        let (env, skipped) = environment(&container, Some(4321), &id, host);
         let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
@@ -261,5 +265,9 @@ mod tests {
                 "$(NOPE)"
             ]
         );
+        // A sidecar's: no PORT, the rest the same.
+        let (sidecar, _) = environment(&container, None, &id, host);
+        let without_port: Vec<_> = env.iter().filter(|(n, _)| n != "PORT").cloned().collect();
+        assert_eq!(sidecar, without_port);
     }
 }

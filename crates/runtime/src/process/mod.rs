@@ -575,6 +575,7 @@ impl Inner {
                         address,
                         phase: ReplicaPhase::Starting,
                         restarts: 0,
+                        init_done: 0,
                         last_exit: None,
                         failure: None,
                         times: crate::ReplicaTimes {
@@ -677,6 +678,7 @@ impl Inner {
                 address: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
                 phase: ReplicaPhase::Starting,
                 restarts: 0,
+                init_done: 0,
                 last_exit: None,
                 failure: Some(failure.clone()),
                 times: Default::default(),

@@ -745,19 +745,14 @@ fn what_the_process_platform_leaves_out_is_named() {
     let cases: [(&str, PodSpec, &[&str]); 3] = [
         ("one container: nothing", pod(vec![app("a", true)]), &[]),
         (
-            "no port anywhere: the first serves, the second is a sidecar",
+            "sidecars run, as processes of the replica",
             pod(vec![app("a", false), app("b", false)]),
-            &["sidecar container(s) b"],
+            &[],
         ),
         (
-            "everything else in a pod",
+            "everything else in a pod (init containers and sidecars run)",
             full,
-            &[
-                "sidecar container(s) proxy",
-                "init container(s) migrate",
-                "volume(s) cfg",
-                "service account robot",
-            ],
+            &["volume(s) cfg", "service account robot"],
         ),
     ];
     for (what, pod, want) in cases {
