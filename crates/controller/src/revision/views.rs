@@ -17,7 +17,7 @@ use wisp_api::{
     kinds,
     serving::{PodSpec, Revision},
 };
-use wisp_runtime::{ReplicaPhase, ReplicaStatus};
+use wisp_runtime::{ReplicaPhase, ReplicaStatus, podconfig::POD_INITIALIZING};
 use wisp_views::events::{EventType, Regarding, Source};
 
 use crate::names::{child_name, label};
@@ -321,17 +321,35 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
                 .collect()
         })
         .unwrap_or_default();
+    let init_names: Vec<String> = spec["initContainers"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| c["name"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let init_done = usize::try_from(replica.init_done).unwrap_or(usize::MAX);
+    let initialized = init_done >= init_names.len();
     let running = replica.times.started.is_some()
         && replica.failure.is_none()
         && replica.phase != ReplicaPhase::BackOff;
     let ready = replica.phase == ReplicaPhase::Ready;
     let created = time(replica.times.created);
+    // The app containers' last exit (an init container's is its own, below).
+    let app_exit = replica
+        .last_exit
+        .as_ref()
+        .filter(|e| e.init_container.is_none());
     let statuses: Vec<Value> = names
         .iter()
         .zip(&images)
         .map(|(name, image)| {
             let state = if let Some(f) = &replica.failure {
                 json!({"waiting": {"reason": f.reason, "message": f.message}})
+            } else if !initialized {
+                // The kubelet's default state while the pod's init containers run.
+                json!({"waiting": {"reason": POD_INITIALIZING}})
             } else if replica.phase == ReplicaPhase::BackOff {
                 json!({"waiting": {"reason": "CrashLoopBackOff",
                     "message": format!("back-off restarting failed container={name} pod={}_{}",
@@ -341,38 +359,60 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
             } else {
                 json!({"waiting": {"reason": "ContainerCreating"}})
             };
-            let last = match &replica.last_exit {
-                Some(exit) => {
-                    let code = exit.code.or(exit.signal.map(|s| 128 + s)).unwrap_or(0);
-                    let reason = exit.reason.clone().unwrap_or_else(|| {
-                        if code == 0 { "Completed" } else { "Error" }.to_string()
-                    });
-                    let mut t = json!({"exitCode": code, "reason": reason,
-                                       "startedAt": time(exit.started_at),
-                                       "finishedAt": time(exit.finished_at)});
-                    if let Some(sig) = exit.signal {
-                        t["signal"] = sig.into();
-                    }
-                    if !exit.message.is_empty() {
-                        t["message"] = exit.message.clone().into();
-                    }
-                    json!({"terminated": t})
-                }
-                None => json!({}),
-            };
-            // The digest the image is pinned to (a process replica runs no image).
-            let image_id = if image.contains('@') {
-                image.clone()
+            let last = app_exit.map_or_else(|| json!({}), terminated);
+            json!({
+                "name": name,
+                "image": image,
+                "imageID": image_id(image),
+                "ready": ready,
+                "started": running,
+                // Init containers that keep failing restart, not the app containers.
+                "restartCount": if initialized { replica.restarts } else { 0 },
+                "state": state,
+                "lastState": last,
+            })
+        })
+        .collect();
+    let init_images = spec["initContainers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    // Init containers as the kubelet reports them: those before `init_done` completed, the
+    // next one running (or backing off after its failure), the rest waiting.
+    let init_statuses: Vec<Value> = init_names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let image = init_images[i]["image"].as_str().unwrap_or("").to_string();
+            let own_exit = replica
+                .last_exit
+                .as_ref()
+                .filter(|e| e.init_container.as_deref() == Some(name));
+            let current = i == init_done;
+            let state = if i < init_done {
+                json!({"terminated": {"exitCode": 0, "reason": "Completed"}})
+            } else if !current {
+                json!({"waiting": {"reason": POD_INITIALIZING}})
+            } else if let Some(f) = &replica.failure {
+                json!({"waiting": {"reason": f.reason, "message": f.message}})
+            } else if replica.phase == ReplicaPhase::BackOff && own_exit.is_some() {
+                json!({"waiting": {"reason": "CrashLoopBackOff",
+                    "message": format!("back-off restarting failed container={name} pod={}_{}",
+                        replica.name, rev.metadata.namespace)}})
             } else {
-                String::new()
+                json!({"running": {}})
+            };
+            let last = match own_exit {
+                Some(exit) if current => terminated(exit),
+                _ => json!({}),
             };
             json!({
                 "name": name,
                 "image": image,
-                "imageID": image_id,
-                "ready": ready,
-                "started": running,
-                "restartCount": replica.restarts,
+                "imageID": image_id(&image),
+                "ready": i < init_done,
+                "started": current && state["running"].is_object(),
+                "restartCount": if current { replica.restarts } else { 0 },
                 "state": state,
                 "lastState": last,
             })
@@ -397,10 +437,21 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
         }
         c
     };
+    let mut init_cond = json!({"type": "Initialized", "status": if initialized { "True" } else { "False" },
+                               "lastProbeTime": null, "lastTransitionTime": created});
+    if !initialized {
+        // The kubelet's `GeneratePodInitializedCondition`.
+        init_cond["reason"] = "ContainersNotInitialized".into();
+        init_cond["message"] = format!(
+            "containers with incomplete status: [{}]",
+            init_names[init_done.min(init_names.len())..].join(" ")
+        )
+        .into();
+    }
     let conditions = vec![
-        json!({"type": "PodReadyToStartContainers", "status": if replica.times.started.is_some() { "True" } else { "False" },
+        json!({"type": "PodReadyToStartContainers", "status": if replica.times.started.is_some() || init_done > 0 { "True" } else { "False" },
                "lastProbeTime": null, "lastTransitionTime": started_time}),
-        json!({"type": "Initialized", "status": "True", "lastProbeTime": null, "lastTransitionTime": created}),
+        init_cond,
         cond("Ready", ready, &ready_time),
         cond("ContainersReady", ready, &ready_time),
         json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": created}),
@@ -414,6 +465,9 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
         "containerStatuses": statuses,
         "qosClass": qos_class(&spec),
     });
+    if !init_statuses.is_empty() {
+        status["initContainerStatuses"] = init_statuses.into();
+    }
     if own_address {
         status["podIP"] = ip.to_string().into();
         status["podIPs"] = json!([{"ip": ip.to_string()}]);
@@ -446,6 +500,34 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
         "spec": spec,
         "status": status,
     })
+}
+
+/// A container's last run as the kubelet reports it (`lastState.terminated`).
+fn terminated(exit: &wisp_runtime::ExitInfo) -> Value {
+    let code = exit.code.or(exit.signal.map(|s| 128 + s)).unwrap_or(0);
+    let reason = exit
+        .reason
+        .clone()
+        .unwrap_or_else(|| if code == 0 { "Completed" } else { "Error" }.to_string());
+    let mut t = json!({"exitCode": code, "reason": reason,
+                       "startedAt": time(exit.started_at),
+                       "finishedAt": time(exit.finished_at)});
+    if let Some(sig) = exit.signal {
+        t["signal"] = sig.into();
+    }
+    if !exit.message.is_empty() {
+        t["message"] = exit.message.clone().into();
+    }
+    json!({"terminated": t})
+}
+
+/// The digest an image is pinned to (a process replica runs no image).
+fn image_id(image: &str) -> String {
+    if image.contains('@') {
+        image.to_string()
+    } else {
+        String::new()
+    }
 }
 
 /// The uid of the ReplicaSet a cluster would hold between the Deployment and its pods
@@ -652,6 +734,7 @@ mod tests {
             address: addr.parse::<SocketAddr>().unwrap(),
             phase,
             restarts: 0,
+            init_done: 0,
             last_exit: None,
             failure: None,
             times: ReplicaTimes {
@@ -754,6 +837,7 @@ mod tests {
             message: "killed".into(),
             started_at: at(10),
             finished_at: at(20),
+            init_container: None,
         });
         let p = make_pod(&r, &t, &rep, "node");
         assert_eq!(p["metadata"]["labels"][POD_TEMPLATE_HASH], "h");

@@ -447,9 +447,7 @@ impl ContainerLauncher {
             .collect();
         let port = replica.address.port();
         let volumes_dir = sandbox_dir.join("volumes");
-        let file_volumes = self
-            .prepare_volumes(replica, &all, &volumes_dir)
-            .await?;
+        let file_volumes = self.prepare_volumes(replica, &all, &volumes_dir).await?;
         let pod_info = replica.pod_info();
         let mut ctrs = Vec::new();
         for c in &all {
@@ -488,6 +486,7 @@ impl ContainerLauncher {
                 service: &spec.service,
                 configuration: &spec.configuration,
                 revision: &replica.key.name,
+                app: !spec.pod.init_containers.iter().any(|i| i.name == c.name),
             };
             // PORT is the serving container's alone, as in Knative.
             let plan = spec::plan(

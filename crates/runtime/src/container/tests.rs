@@ -1099,10 +1099,11 @@ async fn init_containers_run_in_the_sandbox_before_the_app_and_a_failing_one_hol
         .unwrap();
     };
     // Two init containers sharing an emptyDir with the app, in order: the second needs
-    // what the first wrote. PORT is the serving container's alone.
+    // what the first wrote. PORT is the serving container's alone, and no init container
+    // gets Knative's K_* variables.
     let mut first = bash(
         "first",
-        "echo one > /work/order; echo \"first on $(< /etc/hostname) port=[$PORT] rev=$K_REVISION\"",
+        "echo one > /work/order; echo \"first on $(< /etc/hostname) port=[$PORT] rev=[$K_REVISION]\"",
     );
     let mut second = bash(
         "second",
@@ -1135,7 +1136,7 @@ async fn init_containers_run_in_the_sandbox_before_the_app_and_a_failing_one_hol
     let deadline = Instant::now() + WAIT;
     loop {
         let lines: Vec<String> = p.logs(&s.key, None).into_iter().map(|l| l.line).collect();
-        if lines.iter().any(|l| l == "first on init-1 port=[] rev=init")
+        if lines.iter().any(|l| l == "first on init-1 port=[] rev=[]")
             && lines.iter().any(|l| l == "second done")
         {
             break;

@@ -24,14 +24,15 @@ pub(crate) struct Identity<'a> {
 /// The environment of a replica's process, in order (later entries win on duplicate names,
 /// as in Kubernetes): the pass-through variables, `PORT` (the serving container's alone, as
 /// Knative's `makeServingContainer` sets it; `port` is None for sidecars and init
-/// containers), `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` (every container's, as
-/// Knative's `makeContainer` adds them), then the container's `env` with `$(VAR)`
+/// containers), `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` (every app container's, as
+/// Knative's `makeContainer` adds them; `id` is None for an init container, which
+/// Knative's `BuildPodSpec` keeps as written), then the container's `env` with `$(VAR)`
 /// references to anything earlier expanded. Entries with `valueFrom` cannot be resolved without ConfigMaps and Secrets and
 /// are returned by name in the second vector so the caller can warn.
 pub(crate) fn environment(
     container: &Container,
     port: Option<u16>,
-    id: &Identity<'_>,
+    id: Option<&Identity<'_>>,
     host_env: impl Fn(&str) -> Option<String>,
 ) -> (Vec<(String, String)>, Vec<String>) {
     let mut env: Vec<(String, String)> = PASS_THROUGH
@@ -41,9 +42,11 @@ pub(crate) fn environment(
     if let Some(port) = port {
         env.push(("PORT".into(), port.to_string()));
     }
-    env.push(("K_SERVICE".into(), id.service.into()));
-    env.push(("K_CONFIGURATION".into(), id.configuration.into()));
-    env.push(("K_REVISION".into(), id.revision.into()));
+    if let Some(id) = id {
+        env.push(("K_SERVICE".into(), id.service.into()));
+        env.push(("K_CONFIGURATION".into(), id.configuration.into()));
+        env.push(("K_REVISION".into(), id.revision.into()));
+    }
     let skipped = push_container_env(&mut env, container);
     (env, skipped)
 }
@@ -233,7 +236,7 @@ mod tests {
             configuration: "cfg",
             revision: "cfg-00001",
         };
-        let (env, skipped) = environment(&container, Some(4321), &id, host);
+        let (env, skipped) = environment(&container, Some(4321), Some(&id), host);
         let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
@@ -266,8 +269,19 @@ mod tests {
             ]
         );
         // A sidecar's: no PORT, the rest the same.
-        let (sidecar, _) = environment(&container, None, &id, host);
+        let (sidecar, _) = environment(&container, None, Some(&id), host);
         let without_port: Vec<_> = env.iter().filter(|(n, _)| n != "PORT").cloned().collect();
         assert_eq!(sidecar, without_port);
+        // An init container's: no Knative variables either.
+        let (init, _) = environment(&container, None, None, host);
+        let names: Vec<&str> = init.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["PATH", "NAME", "GREETING", "EARLY", "LATE", "EMPTY"]
+        );
+        assert_eq!(
+            lookup(&init, "GREETING"),
+            Some("hello world from $(K_REVISION)")
+        );
     }
 }

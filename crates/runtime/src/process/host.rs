@@ -64,17 +64,17 @@ impl Launcher for ProcessLauncher {
                 message: "the revision has no container to run".into(),
             })?;
             let pod = &replica.spec.pod;
-            let serving = host_command(&replica, serving, Some(replica.address.port()))?;
+            let serving = host_command(&replica, serving, Some(replica.address.port()), true)?;
             let sidecars = pod
                 .containers
                 .iter()
                 .filter(|c| c.name != serving.name)
-                .map(|c| host_command(&replica, c, None))
+                .map(|c| host_command(&replica, c, None, true))
                 .collect::<Result<Vec<_>, _>>()?;
             let inits = pod
                 .init_containers
                 .iter()
-                .map(|c| host_command(&replica, c, None))
+                .map(|c| host_command(&replica, c, None, false))
                 .collect::<Result<Vec<_>, _>>()?;
             let target = probe::Target {
                 address: replica.address,
@@ -110,12 +110,14 @@ struct HostCommand {
 }
 
 /// A container of the replica as a [`HostCommand`]. `port` is the serving container's
-/// (its `PORT`). Secrets and ConfigMaps are read now, once per replica, as the kubelet
-/// builds a container's env when it creates it.
+/// (its `PORT`); `app`: an app container, which gets Knative's `K_*` variables (an init
+/// container does not). Secrets and ConfigMaps are read now, once per replica, as the
+/// kubelet builds a container's env when it creates it.
 fn host_command(
     replica: &ReplicaInfo,
     c: &Container,
     port: Option<u16>,
+    app: bool,
 ) -> Result<HostCommand, Failure> {
     let id = expand::Identity {
         service: &replica.spec.service,
@@ -126,7 +128,8 @@ fn host_command(
     for w in warnings {
         tracing::warn!(revision = %replica.key, replica = %replica.name, "{w}");
     }
-    let (env, _) = expand::environment(&c, port, &id, |n| std::env::var(n).ok());
+    let id = app.then_some(&id);
+    let (env, _) = expand::environment(&c, port, id, |n| std::env::var(n).ok());
     let argv = expand::argv(&c, &env);
     Ok(HostCommand {
         name: c.name.clone(),
@@ -165,7 +168,10 @@ impl HostCommand {
             .spawn()
             .map_err(|e| format!("starting {program:?} (container {:?}): {e}", self.name))?;
         let Some(pid) = child.id().map(|p| p as i32) else {
-            return Err(format!("the process of container {:?} vanished at start", self.name));
+            return Err(format!(
+                "the process of container {:?} vanished at start",
+                self.name
+            ));
         };
         let mut outputs: Outputs = Vec::new();
         if let Some(p) = child.stdout.take() {
@@ -321,7 +327,11 @@ impl Running for HostRun {
         // The group's leader: its tree is the serving container (a child that left the
         // group with `setsid` is still its descendant); each sidecar's tree likewise.
         std::iter::once(self.pgid)
-            .chain(self.sidecars.iter().filter_map(|c| c.id().map(|p| p as i32)))
+            .chain(
+                self.sidecars
+                    .iter()
+                    .filter_map(|c| c.id().map(|p| p as i32)),
+            )
             .map(Meter::tree)
             .collect()
     }
@@ -402,7 +412,10 @@ pub(crate) fn failure(spec: &ReplicaSpec) -> Option<Failure> {
         } else {
             // A sidecar or init container is as much part of the pod as the serving one:
             // the revision fails rather than run without it.
-            format!("{path} ({:?}): the container has no `command` to run", c.name)
+            format!(
+                "{path} ({:?}): the container has no `command` to run",
+                c.name
+            )
         };
         return Some(Failure {
             reason: "ContainerMissing".into(),

@@ -827,9 +827,13 @@ async fn init_containers_run_in_order_to_completion_before_the_app_once_per_sand
             sh(
                 "first",
                 &dir,
-                "sleep 0.2; echo first >> $(DIR)/order; echo \"first says port=[$PORT] rev=$K_REVISION\"",
+                "sleep 0.2; echo first >> $(DIR)/order; echo \"first says port=[$PORT] rev=[$K_REVISION]\"",
             ),
-            sh("second", &dir, "echo second >> $(DIR)/order; echo second done >&2"),
+            sh(
+                "second",
+                &dir,
+                "echo second >> $(DIR)/order; echo second done >&2",
+            ),
         ],
         sh(
             "app",
@@ -851,7 +855,8 @@ async fn init_containers_run_in_order_to_completion_before_the_app_once_per_sand
     assert_eq!(lines(&dir.path().join("runs")), ["run", "run"]);
     let port = ready[0].address.port();
     // Init containers' output is in the replica's logs; PORT is the serving container's.
-    wait_log(&p, &s.key, "first says port=[] rev=init-00001").await;
+    // Nor K_* (an init container's env is as written).
+    wait_log(&p, &s.key, "first says port=[] rev=[]").await;
     wait_log(&p, &s.key, "second done").await;
     wait_log(&p, &s.key, &format!("app sees first second port={port}")).await;
     let pids = recorded_pids(&state);
@@ -952,8 +957,14 @@ async fn sidecars_run_with_the_replica_in_its_group_and_stop_with_it() {
     // Stopped with the replica, gracefully (SIGTERM reached it), and gone.
     p.scale(&s, 0);
     wait_for(&p, &s.key, "no replicas", |r| r.is_empty().then_some(())).await;
-    assert!(!alive(sidecar_pid), "sidecar {sidecar_pid} outlived its replica");
-    assert!(dir.path().join("proxy-term").exists(), "SIGTERM reached the sidecar");
+    assert!(
+        !alive(sidecar_pid),
+        "sidecar {sidecar_pid} outlived its replica"
+    );
+    assert!(
+        dir.path().join("proxy-term").exists(),
+        "SIGTERM reached the sidecar"
+    );
     shut_down(&p, &state, &[sidecar_pid]).await;
 }
 
@@ -981,7 +992,11 @@ fn every_container_needs_a_command_on_the_process_runtime() {
         ..Default::default()
     }];
     let cases: [(&str, ReplicaSpec, Option<(&str, &str)>); 5] = [
-        ("all have commands", base(vec![app("a"), app("b")], vec![app("i")]), None),
+        (
+            "all have commands",
+            base(vec![app("a"), app("b")], vec![app("i")]),
+            None,
+        ),
         (
             "a sidecar without one",
             base(vec![app("a"), bare("proxy")], Vec::new()),
