@@ -457,7 +457,7 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
         json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": created}),
     ];
     let mut status = json!({
-        "phase": if replica.times.started.is_some() { "Running" } else { "Pending" },
+        "phase": if replica.times.started.is_some() && initialized { "Running" } else { "Pending" },
         "conditions": conditions,
         "hostIP": "127.0.0.1",
         "hostIPs": [{"ip": "127.0.0.1"}],
@@ -877,6 +877,73 @@ mod tests {
         stopping.times.ready_changed = at(30);
         let s = make_pod(&r, &t, &stopping, "node");
         assert!(s["metadata"]["deletionTimestamp"].is_string());
+    }
+
+    #[test]
+    fn pods_report_their_init_containers_as_the_kubelet() {
+        let mut r = rev();
+        let init = |name: &str| wisp_api::serving::Container {
+            name: name.into(),
+            image: format!("example.com/{name}@sha256:1"),
+            ..Default::default()
+        };
+        r.spec.pod.init_containers = vec![init("schema"), init("migrate")];
+        let t = Template {
+            template: pod_template(&r, &r.spec.pod),
+            hash: "h".into(),
+        };
+        // The second init container failed and backs off; the first completed.
+        let mut rep = replica("p", ReplicaPhase::BackOff, "10.88.0.5:8080");
+        rep.init_done = 1;
+        rep.restarts = 2;
+        rep.last_exit = Some(ExitInfo {
+            code: Some(7),
+            signal: None,
+            reason: None,
+            message: "no database".into(),
+            started_at: at(10),
+            finished_at: at(20),
+            init_container: Some("migrate".into()),
+        });
+        let p = make_pod(&r, &t, &rep, "node");
+        let inits = &p["status"]["initContainerStatuses"];
+        assert_eq!(inits[0]["name"], "schema");
+        assert_eq!(inits[0]["state"]["terminated"]["reason"], "Completed");
+        assert_eq!(inits[0]["imageID"], "example.com/schema@sha256:1");
+        assert_eq!(inits[1]["name"], "migrate");
+        assert_eq!(inits[1]["state"]["waiting"]["reason"], "CrashLoopBackOff");
+        assert_eq!(inits[1]["lastState"]["terminated"]["exitCode"], 7);
+        assert_eq!(inits[1]["lastState"]["terminated"]["reason"], "Error");
+        assert_eq!(inits[1]["lastState"]["terminated"]["message"], "no database");
+        assert_eq!(inits[1]["restartCount"], 2);
+        // The app waits, never started, with no exit of its own.
+        let cs = &p["status"]["containerStatuses"][0];
+        assert_eq!(cs["state"]["waiting"]["reason"], POD_INITIALIZING);
+        assert_eq!(cs["restartCount"], 0);
+        assert_eq!(cs["lastState"], json!({}));
+        assert_eq!(p["status"]["phase"], "Pending");
+        let initialized = &p["status"]["conditions"][1];
+        assert_eq!(
+            (&initialized["type"], &initialized["status"], &initialized["reason"]),
+            (&json!("Initialized"), &json!("False"), &json!("ContainersNotInitialized"))
+        );
+        assert_eq!(
+            initialized["message"],
+            "containers with incomplete status: [migrate]"
+        );
+
+        // Once both completed, the app's own state shows.
+        let mut running = replica("p", ReplicaPhase::Ready, "10.88.0.5:8080");
+        running.init_done = 2;
+        running.times.started = at(30);
+        let p = make_pod(&r, &t, &running, "node");
+        assert_eq!(
+            p["status"]["initContainerStatuses"][1]["state"]["terminated"]["exitCode"],
+            0
+        );
+        assert!(p["status"]["containerStatuses"][0]["state"]["running"].is_object());
+        assert_eq!(p["status"]["conditions"][1]["status"], "True");
+        assert_eq!(p["status"]["phase"], "Running");
     }
 
     #[test]
