@@ -914,7 +914,10 @@ mod tests {
         assert_eq!(inits[1]["state"]["waiting"]["reason"], "CrashLoopBackOff");
         assert_eq!(inits[1]["lastState"]["terminated"]["exitCode"], 7);
         assert_eq!(inits[1]["lastState"]["terminated"]["reason"], "Error");
-        assert_eq!(inits[1]["lastState"]["terminated"]["message"], "no database");
+        assert_eq!(
+            inits[1]["lastState"]["terminated"]["message"],
+            "no database"
+        );
         assert_eq!(inits[1]["restartCount"], 2);
         // The app waits, never started, with no exit of its own.
         let cs = &p["status"]["containerStatuses"][0];
@@ -924,8 +927,16 @@ mod tests {
         assert_eq!(p["status"]["phase"], "Pending");
         let initialized = &p["status"]["conditions"][1];
         assert_eq!(
-            (&initialized["type"], &initialized["status"], &initialized["reason"]),
-            (&json!("Initialized"), &json!("False"), &json!("ContainersNotInitialized"))
+            (
+                &initialized["type"],
+                &initialized["status"],
+                &initialized["reason"]
+            ),
+            (
+                &json!("Initialized"),
+                &json!("False"),
+                &json!("ContainersNotInitialized")
+            )
         );
         assert_eq!(
             initialized["message"],
