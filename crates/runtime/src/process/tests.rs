@@ -991,7 +991,9 @@ fn every_container_needs_a_command_on_the_process_runtime() {
         mount_path: "/data".into(),
         ..Default::default()
     }];
-    let cases: [(&str, ReplicaSpec, Option<(&str, &str)>); 5] = [
+    /// The failure's reason and the start of its message, if any.
+    type Want = Option<(&'static str, &'static str)>;
+    let cases: [(&str, ReplicaSpec, Want); 5] = [
         (
             "all have commands",
             base(vec![app("a"), app("b")], vec![app("i")]),
