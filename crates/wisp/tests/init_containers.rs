@@ -126,6 +126,22 @@ fn init_containers_run_before_the_app_and_a_failing_one_fails_the_revision() {
         pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"],
         "PodInitializing"
     );
+    // Its output, by the init container's name (kube-apiserver accepts any container of
+    // the pod); the replica's lines are not told apart by container.
+    let pod_name = pod["metadata"]["name"].as_str().unwrap();
+    let log = wait_for("the init container's log", TIMEOUT, || {
+        let r = s
+            .http()
+            .get(s.url(&format!(
+                "/api/v1/namespaces/default/pods/{pod_name}/log?container=migrate"
+            )))
+            .header("authorization", s.auth())
+            .send()
+            .ok()?;
+        let text = r.text().ok()?;
+        text.contains("no database").then_some(text)
+    });
+    assert!(!log.is_empty());
     // kubectl's STATUS column.
     let table = String::from_utf8(
         s.cli()
