@@ -190,8 +190,8 @@ pub trait Platform: Send + Sync + 'static {
     /// The spec carries the revision's whole pod; a platform that cannot run some of it
     /// says so instead of dropping it silently: what the revision cannot do without (no
     /// container to run, say) is a [`Failure`] on every replica status, which fails the
-    /// revision with that reason; what it can (a sidecar, a volume on the process
-    /// platform) is a warning in wisp's log naming each part left out.
+    /// revision with that reason; what it can (a volume on the process platform, a
+    /// sidecar's probes) is a warning in wisp's log naming each part left out.
     fn scale(&self, spec: &ReplicaSpec, replicas: u32);
 
     /// Stops every replica of the revision and forgets it.

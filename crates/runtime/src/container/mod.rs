@@ -790,7 +790,9 @@ impl Launcher for ContainerLauncher {
     }
 
     fn left_out(&self, pod: &PodSpec) -> Vec<String> {
-        let mut out = Vec::new();
+        let mut out: Vec<String> = crate::process::launch::unprobed_sidecars(pod)
+            .into_iter()
+            .collect();
         // Volumes no container mounts have nothing to do.
         let unmounted: Vec<&str> = pod
             .volumes

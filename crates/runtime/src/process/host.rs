@@ -430,7 +430,7 @@ pub(crate) fn failure(spec: &ReplicaSpec) -> Option<Failure> {
 /// its sidecars in one process group), with their env, working directories and the serving
 /// container's probes, on the host as wisp's user. Empty when it runs the whole pod.
 pub fn left_out(pod: &PodSpec) -> Vec<String> {
-    let mut out = Vec::new();
+    let mut out: Vec<String> = super::launch::unprobed_sidecars(pod).into_iter().collect();
     if !pod.volumes.is_empty() {
         let volumes: Vec<&str> = pod.volumes.iter().map(|v| v.name.as_str()).collect();
         out.push(format!("volume(s) {}", volumes.join(", ")));

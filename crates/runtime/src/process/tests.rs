@@ -738,6 +738,7 @@ fn what_the_process_platform_leaves_out_is_named() {
         ..Default::default()
     };
     let mut full = pod(vec![app("proxy", false), app("user-container", true)]);
+    full.containers[0].readiness_probe = Some(exec_probe(&["true"]));
     full.init_containers = vec![app("migrate", false)];
     full.volumes =
         serde_json::from_value(serde_json::json!([{"name": "cfg", "emptyDir": {}}])).unwrap();
@@ -752,7 +753,11 @@ fn what_the_process_platform_leaves_out_is_named() {
         (
             "everything else in a pod (init containers and sidecars run)",
             full,
-            &["volume(s) cfg", "service account robot"],
+            &[
+                "the probes of sidecar container(s) proxy",
+                "volume(s) cfg",
+                "service account robot",
+            ],
         ),
     ];
     for (what, pod, want) in cases {
