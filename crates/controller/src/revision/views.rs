@@ -625,21 +625,32 @@ pub fn events(
     for pod in new.iter().map(|p| &**p) {
         let name = pod["metadata"]["name"].as_str().unwrap_or("");
         let before = old.iter().find(|o| o["metadata"]["name"] == name);
-        let container = |i: usize| -> (String, Regarding) {
-            let c = pod["spec"]["containers"][i]["name"]
+        let container_of = |list: &str, i: usize| -> (String, Regarding) {
+            let c = pod["spec"][list][i]["name"]
                 .as_str()
                 .unwrap_or("")
                 .to_string();
-            let r = Regarding::of(pod).field(format!("spec.containers{{{c}}}"));
+            let r = Regarding::of(pod).field(format!("spec.{list}{{{c}}}"));
             (c, r)
         };
-        let statuses = pod["status"]["containerStatuses"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        for (i, st) in statuses.iter().enumerate() {
-            let prev = before.and_then(|b| b["status"]["containerStatuses"].get(i));
-            let (c, r) = container(i);
+        let container = |i: usize| container_of("containers", i);
+        let statuses_of = |list: &str| pod["status"][list].as_array().cloned().unwrap_or_default();
+        let statuses = statuses_of("containerStatuses");
+        // The kubelet records the same events for init containers (`spec.initContainers{…}`).
+        let all = [
+            ("containers", "containerStatuses"),
+            ("initContainers", "initContainerStatuses"),
+        ]
+        .into_iter()
+        .flat_map(|(list, status_list)| {
+            statuses_of(status_list)
+                .into_iter()
+                .enumerate()
+                .map(move |(i, st)| (list, status_list, i, st))
+        });
+        for (list, status_list, i, st) in all {
+            let prev = before.and_then(|b| b["status"][status_list].get(i));
+            let (c, r) = container_of(list, i);
             let started = st["state"]["running"]["startedAt"].as_str();
             let was_started = prev.and_then(|p| p["state"]["running"]["startedAt"].as_str());
             if started.is_some() && started != was_started {
@@ -671,9 +682,10 @@ pub fn events(
                     format!("Back-off restarting failed container {c} in pod {name}_{ns}({uid})"),
                 ));
             }
-            if let Some(reason) =
-                waiting.filter(|w| *w != "CrashLoopBackOff" && *w != "ContainerCreating")
-                && was_waiting != waiting
+            // The kubelet's default states are no failures.
+            if let Some(reason) = waiting.filter(|w| {
+                !["CrashLoopBackOff", "ContainerCreating", POD_INITIALIZING].contains(w)
+            }) && was_waiting != waiting
             {
                 let msg = st["state"]["waiting"]["message"].as_str().unwrap_or(reason);
                 out.push((
@@ -994,5 +1006,54 @@ mod tests {
         let reasons: Vec<&str> = evs.iter().map(|e| e.3).collect();
         assert_eq!(reasons, ["BackOff"]);
         assert_eq!(evs[0].1.field_path, "spec.containers{user-container}");
+
+        // An init container that fails: its back-off is recorded against it; the app's
+        // `PodInitializing` is no failure.
+        let mut r = rev();
+        r.spec.pod.init_containers = vec![wisp_api::serving::Container {
+            name: "migrate".into(),
+            ..Default::default()
+        }];
+        let t = Template {
+            template: pod_template(&r, &r.spec.pod),
+            hash: "h".into(),
+        };
+        let mut initializing = replica("p", ReplicaPhase::Starting, "127.0.0.1:1");
+        initializing.times.started = None;
+        let initializing = std::sync::Arc::new(make_pod(&r, &t, &initializing, "n"));
+        let evs = events(
+            &d,
+            "h",
+            Some(1),
+            1,
+            &[],
+            std::slice::from_ref(&initializing),
+            "n",
+        );
+        assert_eq!(
+            evs.iter().map(|e| e.3).collect::<Vec<_>>(),
+            Vec::<&str>::new()
+        );
+        let mut failed = replica("p", ReplicaPhase::BackOff, "127.0.0.1:1");
+        failed.times.started = None;
+        failed.last_exit = Some(ExitInfo {
+            code: Some(1),
+            signal: None,
+            reason: None,
+            message: String::new(),
+            started_at: None,
+            finished_at: None,
+            init_container: Some("migrate".into()),
+        });
+        let failed = std::sync::Arc::new(make_pod(&r, &t, &failed, "n"));
+        let evs = events(&d, "h", Some(1), 1, &[initializing], &[failed], "n");
+        let reasons: Vec<&str> = evs.iter().map(|e| e.3).collect();
+        assert_eq!(reasons, ["BackOff"]);
+        assert_eq!(evs[0].1.field_path, "spec.initContainers{migrate}");
+        assert!(
+            evs[0]
+                .4
+                .starts_with("Back-off restarting failed container migrate in pod p_")
+        );
     }
 }
