@@ -619,6 +619,7 @@ mod tests {
             address: SocketAddr::from(([127, 0, 0, 1], port)),
             phase,
             restarts: 0,
+            init_done: 0,
             last_exit: None,
             failure: None,
             times: Default::default(),

@@ -101,6 +101,7 @@ fn replica(name: &str, addr: SocketAddr) -> ReplicaStatus {
         address: addr,
         phase: ReplicaPhase::Ready,
         restarts: 0,
+        init_done: 0,
         last_exit: None,
         failure: None,
         times: Default::default(),

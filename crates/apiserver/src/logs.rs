@@ -235,12 +235,17 @@ pub(crate) async fn pod_log(
         .pods
         .get(&ns, &name)
         .ok_or_else(|| ApiError::not_found(&kinds::POD.store_key(), &name))?;
-    let containers: Vec<&str> = pod["spec"]["containers"]
-        .as_array()
-        .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
-        .unwrap_or_default();
+    let names = |list: &str| -> Vec<&str> {
+        pod["spec"][list]
+            .as_array()
+            .map(|cs| cs.iter().filter_map(|c| c["name"].as_str()).collect())
+            .unwrap_or_default()
+    };
+    let (containers, inits) = (names("containers"), names("initContainers"));
+    // kube-apiserver's `validateContainer` (`pkg/registry/core/pod/strategy.go`): any
+    // container of the pod, init containers too, may be named.
     let container = match opts.container.as_deref() {
-        Some(c) if containers.contains(&c) => c.to_string(),
+        Some(c) if containers.contains(&c) || inits.contains(&c) => c.to_string(),
         Some(c) => {
             return Err(ApiError::bad_request(format!(
                 "container {c} is not valid for pod {name}"
@@ -248,15 +253,21 @@ pub(crate) async fn pod_log(
         }
         None if containers.len() == 1 => containers[0].to_string(),
         None => {
-            return Err(ApiError::bad_request(format!(
+            let mut message = format!(
                 "a container name must be specified for pod {name}, choose one of: [{}]",
                 containers.join(" ")
-            )));
+            );
+            if !inits.is_empty() {
+                message += &format!(" or one of the init containers: [{}]", inits.join(" "));
+            }
+            return Err(ApiError::bad_request(message));
         }
     };
-    let status = pod["status"]["containerStatuses"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["name"] == container.as_str()))
+    let status = ["containerStatuses", "initContainerStatuses"]
+        .iter()
+        .filter_map(|list| pod["status"][list].as_array())
+        .flatten()
+        .find(|c| c["name"] == container.as_str())
         .cloned()
         .unwrap_or(Value::Null);
     let restarts = status["restartCount"].as_u64().unwrap_or(0) as u32;

@@ -180,14 +180,51 @@ pub fn cell_at(computed: Computed, obj: &Value, now: DateTime<Utc>) -> Value {
     }
 }
 
-/// `printPod`'s STATUS: the pod's phase, overridden by what its containers say (the last
-/// container's waiting or terminated reason, `ExitCode:N`, `Signal:N`), `Terminating`
-/// while it is being deleted.
+/// `printPod`'s STATUS: the pod's phase, overridden by what its init containers say while
+/// they have not all completed (`Init:<reason>`, `Init:ExitCode:N`, `Init:N/M`), else by
+/// what its containers say (the last container's waiting or terminated reason,
+/// `ExitCode:N`, `Signal:N`), `Terminating` while it is being deleted.
 fn pod_status(pod: &Value) -> String {
     let status = &pod["status"];
     let mut reason = status["phase"].as_str().unwrap_or("").to_string();
     if let Some(r) = status["reason"].as_str().filter(|r| !r.is_empty()) {
         reason = r.to_string();
+    }
+    let inits = arr(&status["initContainerStatuses"]);
+    let mut initializing = false;
+    for (i, c) in inits.iter().enumerate() {
+        let terminated = &c["state"]["terminated"];
+        let waiting = c["state"]["waiting"]["reason"].as_str().unwrap_or("");
+        if terminated.is_object() && terminated["exitCode"].as_i64() == Some(0) {
+            continue;
+        }
+        initializing = true;
+        reason = if terminated.is_object() {
+            match terminated["reason"].as_str().filter(|r| !r.is_empty()) {
+                Some(r) => format!("Init:{r}"),
+                None => match terminated["signal"].as_i64().filter(|s| *s != 0) {
+                    Some(sig) => format!("Init:Signal:{sig}"),
+                    None => format!(
+                        "Init:ExitCode:{}",
+                        terminated["exitCode"].as_i64().unwrap_or(0)
+                    ),
+                },
+            }
+        } else if !waiting.is_empty() && waiting != "PodInitializing" {
+            format!("Init:{waiting}")
+        } else {
+            format!("Init:{i}/{}", inits.len())
+        };
+        break;
+    }
+    let initialized = arr(&status["conditions"])
+        .iter()
+        .any(|c| c["type"] == "Initialized" && c["status"] == "True");
+    if initializing && !initialized {
+        if pod["metadata"]["deletionTimestamp"].is_string() {
+            return "Terminating".into();
+        }
+        return reason;
     }
     let mut has_running = false;
     for c in arr(&status["containerStatuses"]).iter().rev() {
@@ -226,7 +263,11 @@ fn pod_status(pod: &Value) -> String {
 fn pod_restarts(pod: &Value, now: DateTime<Utc>) -> String {
     let mut restarts = 0;
     let mut last: Option<DateTime<Utc>> = None;
-    for c in arr(&pod["status"]["containerStatuses"]) {
+    let status = &pod["status"];
+    for c in arr(&status["initContainerStatuses"])
+        .iter()
+        .chain(arr(&status["containerStatuses"]))
+    {
         restarts += c["restartCount"].as_i64().unwrap_or(0);
         if let Some(t) = c["lastState"]["terminated"]["finishedAt"]
             .as_str()
@@ -313,7 +354,7 @@ mod tests {
                           "finishedAt": "2024-01-01T00:55:00Z"}});
         let backoff = json!({"waiting": {"reason": "CrashLoopBackOff"}});
         type Case = (&'static str, Value, [&'static str; 3]);
-        let cases: Vec<Case> = vec![
+        let mut cases: Vec<Case> = vec![
             (
                 "running and ready",
                 pod(
@@ -354,6 +395,61 @@ mod tests {
                 ["1/1", "Terminating", "0"],
             ),
         ];
+        // Init containers (kubectl's `printPod`): the first one not completed speaks.
+        let init = |statuses: Vec<Value>| {
+            let mut p = pod(
+                vec![container_status(
+                    false,
+                    json!({"waiting": {"reason": "PodInitializing"}}),
+                    0,
+                    json!({}),
+                )],
+                false,
+            );
+            p["status"]["phase"] = "Pending".into();
+            p["status"]["initContainerStatuses"] = statuses.into();
+            p["status"]["conditions"] = json!([{"type": "Initialized", "status": "False"}]);
+            p
+        };
+        let done = container_status(
+            true,
+            json!({"terminated": {"exitCode": 0, "reason": "Completed"}}),
+            0,
+            json!({}),
+        );
+        let failed = json!({"terminated": {"exitCode": 7, "reason": "Error",
+                             "finishedAt": "2024-01-01T00:58:00Z"}});
+        cases.extend([
+            (
+                "the second init container runs",
+                init(vec![
+                    done.clone(),
+                    container_status(false, json!({"running": {}}), 0, json!({})),
+                ]),
+                ["0/1", "Init:1/2", "0"],
+            ),
+            (
+                "an init container just failed",
+                init(vec![
+                    done.clone(),
+                    container_status(false, failed.clone(), 0, json!({})),
+                ]),
+                ["0/1", "Init:Error", "0"],
+            ),
+            (
+                "an init container backs off",
+                init(vec![
+                    done,
+                    container_status(
+                        false,
+                        json!({"waiting": {"reason": "CrashLoopBackOff"}}),
+                        2,
+                        failed,
+                    ),
+                ]),
+                ["0/1", "Init:CrashLoopBackOff", "2 (2m ago)"],
+            ),
+        ]);
         for (name, p, want) in cases {
             let got = [
                 cell_at(Computed::PodReady, &p, now()),

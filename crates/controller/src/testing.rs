@@ -219,6 +219,7 @@ pub fn replica(name: &str, phase: ReplicaPhase) -> ReplicaStatus {
         address: SocketAddr::from(([127, 0, 0, 1], 1)),
         phase,
         restarts: 0,
+        init_done: 0,
         last_exit: None,
         failure: None,
         times: Default::default(),
@@ -229,6 +230,7 @@ pub fn replica(name: &str, phase: ReplicaPhase) -> ReplicaStatus {
 pub fn crashed_replica(name: &str, code: i32, message: &str) -> ReplicaStatus {
     ReplicaStatus {
         restarts: 1,
+        init_done: 0,
         last_exit: Some(ExitInfo {
             reason: None,
             code: Some(code),
@@ -236,6 +238,7 @@ pub fn crashed_replica(name: &str, code: i32, message: &str) -> ReplicaStatus {
             message: message.to_owned(),
             started_at: None,
             finished_at: None,
+            init_container: None,
         }),
         ..replica(name, ReplicaPhase::BackOff)
     }

@@ -118,6 +118,10 @@ pub struct ExitInfo {
     /// When that run started and ended (a container status's `startedAt`/`finishedAt`).
     pub started_at: Option<SystemTime>,
     pub finished_at: Option<SystemTime>,
+    /// The init container that ended so, when it was one (a non-zero exit of an init
+    /// container fails the replica's start: Kubernetes' `Init:Error`); None for a run of
+    /// the app containers.
+    pub init_container: Option<String>,
 }
 
 /// When things happened to a replica, for the Pod wisp shows of it.
@@ -141,6 +145,9 @@ pub struct ReplicaStatus {
     pub phase: ReplicaPhase,
     /// How many times this replica was restarted (crash or failed liveness probe).
     pub restarts: u32,
+    /// How many of the pod's init containers have run to completion in the replica's
+    /// sandbox, in order; the app containers start once all have (as a pod's do).
+    pub init_done: u32,
     /// How the process last ended, if it ever did.
     pub last_exit: Option<ExitInfo>,
     /// Why it is not starting, when the platform cannot run it at all (e.g. an `image`
@@ -183,8 +190,8 @@ pub trait Platform: Send + Sync + 'static {
     /// The spec carries the revision's whole pod; a platform that cannot run some of it
     /// says so instead of dropping it silently: what the revision cannot do without (no
     /// container to run, say) is a [`Failure`] on every replica status, which fails the
-    /// revision with that reason; what it can (a sidecar, a volume on the process
-    /// platform) is a warning in wisp's log naming each part left out.
+    /// revision with that reason; what it can (a volume on the process platform, a
+    /// sidecar's probes) is a warning in wisp's log naming each part left out.
     fn scale(&self, spec: &ReplicaSpec, replicas: u32);
 
     /// Stops every replica of the revision and forgets it.

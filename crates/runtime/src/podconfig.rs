@@ -32,6 +32,10 @@ pub const CREATE_CONTAINER_CONFIG_ERROR: &str = "CreateContainerConfigError";
 /// is missing, say); retried like [`CREATE_CONTAINER_CONFIG_ERROR`].
 pub const CONTAINER_CREATING: &str = "ContainerCreating";
 
+/// Kubernetes' waiting reason of a pod's app containers while its init containers have not
+/// all completed (the kubelet's `convertToAPIContainerStatuses`, `kubelet_pods.go`).
+pub const POD_INITIALIZING: &str = "PodInitializing";
+
 /// Reasons a replica reports while the kubelet would keep retrying: the revision shows them
 /// but is not given up on.
 pub const WAITING_REASONS: [&str; 2] = [CREATE_CONTAINER_CONFIG_ERROR, CONTAINER_CREATING];

@@ -361,3 +361,102 @@ fn a_loaded_archive_runs_with_no_registry_at_all() {
         "the loaded image answers"
     );
 }
+
+/// Init containers from an image (bash, packed with its libraries): pinned to their digest
+/// as the revision is created, run in the replica's sandbox before the app, and, when one
+/// fails, shown on the pod and on the revision as Knative shows it.
+#[test]
+fn init_containers_run_from_their_pinned_images_before_the_app() {
+    require_containers!();
+    let reg = Registry::start(None);
+    let scratch = tempfile::tempdir().unwrap();
+    let hello = format!("{}/samples/hello:latest", reg.addr);
+    let bash = format!("{}/tools/bash:latest", reg.addr);
+    let store = pack_hello(scratch.path(), "hello:one", "one");
+    push(&store, "hello:one", &hello, None);
+    wisp_image::pack::pack_binary(&store, std::path::Path::new("/bin/bash"), "bash:one", &[])
+        .unwrap();
+    push(&store, "bash:one", &bash, None);
+    let bash_digest = store.lookup("bash:one").unwrap().unwrap();
+    let cfg = scratch.path().join("config.yaml");
+    std::fs::write(
+        &cfg,
+        "config-features:\n  kubernetes.podspec-init-containers: enabled\n",
+    )
+    .unwrap();
+    let mut s = Server::start_with(&["--config", &cfg.display().to_string()]);
+    let init = |name: &str, script: &str| {
+        format!(
+            "      - name: {name}\n        image: {bash}\n        command: [/usr/local/bin/bash, -c, {script:?}]\n"
+        )
+    };
+    let svc = |name: &str, inits: &str, annotations: &str| {
+        format!(
+            "apiVersion: serving.knative.dev/v1\nkind: Service\nmetadata:\n  name: {name}\nspec:\n  \
+             template:\n    metadata:\n      annotations:\n        x: \"z\"\n{annotations}    spec:\n      \
+             initContainers:\n{inits}      containers:\n      - image: {hello}\n"
+        )
+    };
+    s.apply(&svc(
+        "seeded",
+        &format!(
+            "{}{}",
+            init("first", "echo first init on $(< /etc/hostname)"),
+            init("second", "echo second init")
+        ),
+        "",
+    ));
+    ready(&s, "services", "seeded");
+    assert_eq!(
+        get(&s, "seeded.default.example.com").unwrap(),
+        "Hello one!\n"
+    );
+    let rev = revision(&s, "seeded-00001");
+    assert_eq!(
+        rev["status"]["initContainerStatuses"][0]["imageDigest"],
+        format!("{}/tools/bash@{bash_digest}", reg.addr),
+        "init containers' images are resolved to digests too"
+    );
+    let pods = s
+        .get_json("/api/v1/namespaces/default/pods?labelSelector=serving.knative.dev%2Frevision%3Dseeded-00001")
+        .unwrap();
+    let pod = &pods["items"][0];
+    let inits = &pod["status"]["initContainerStatuses"];
+    assert_eq!(inits[0]["state"]["terminated"]["reason"], "Completed");
+    assert_eq!(inits[1]["state"]["terminated"]["reason"], "Completed");
+    let pod_name = pod["metadata"]["name"].as_str().unwrap();
+    let logs = wait_for("the init containers' output", READY, || {
+        let out = s.cli().args(["logs", "seeded"]).output().ok()?;
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        text.contains("second init").then_some(text)
+    });
+    assert!(
+        logs.contains(&format!("first init on {pod_name}")),
+        "in the replica's sandbox: {logs}"
+    );
+
+    s.apply(&svc(
+        "unseeded",
+        &init("migrate", "echo no database >&2; exit 5"),
+        "        serving.knative.dev/progress-deadline: 5s\n",
+    ));
+    let (_, reason, message) = wait_for("unseeded to fail", READY, || {
+        s.ready("revisions", "unseeded-00001")
+            .filter(|(st, _, _)| st == "False")
+    });
+    assert_eq!((reason.as_str(), message.as_str()), ("PodInitializing", ""));
+    let init = wait_for("the init container's failure on the pod", READY, || {
+        let pods = s.get_json(
+            "/api/v1/namespaces/default/pods?labelSelector=serving.knative.dev%2Frevision%3Dunseeded-00001",
+        )?;
+        let c = pods["items"][0]["status"]["initContainerStatuses"][0].clone();
+        (c["state"]["waiting"]["reason"] == "CrashLoopBackOff").then_some(c)
+    });
+    let last = &init["lastState"]["terminated"];
+    assert_eq!(
+        (&last["exitCode"], &last["message"]),
+        (&5.into(), &"no database".into())
+    );
+    s.terminate();
+    assert_eq!(sandboxes(&s), (0, 0));
+}

@@ -197,6 +197,7 @@ mod tests {
             address: SocketAddr::from(([127, 0, 0, 1], 1)),
             phase,
             restarts: 0,
+            init_done: 0,
             last_exit: None,
             failure: None,
             times: ReplicaTimes {

@@ -12,7 +12,9 @@ use wisp_api::{
     serving::{Container, ContainerStatus, PodSpec, Revision, RevisionStatus},
 };
 use wisp_autoscaler::{DeciderSpec, scaler::initial_replicas};
-use wisp_runtime::{ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey};
+use wisp_runtime::{
+    ReplicaPhase, ReplicaSpec, ReplicaStatus, RevisionKey, podconfig::POD_INITIALIZING,
+};
 
 use crate::{
     conditions::{ConditionSet, READY},
@@ -276,6 +278,10 @@ pub fn compute_status(
         .iter()
         .filter(|r| r.phase != ReplicaPhase::Terminating)
         .find_map(|r| r.last_exit.as_ref())
+        // Knative's `reconcile_resources.go` reads the pod's `containerStatuses`, never its
+        // `initContainerStatuses`: a failing init container is not a crash of the revision's
+        // container but a pod that never initializes (the deadline below).
+        .filter(|e| e.init_container.is_none())
     {
         let (reason, message) = exit_condition(exit);
         let resources = match old.condition(RESOURCES_AVAILABLE) {
@@ -298,16 +304,28 @@ pub fn compute_status(
             Some(_) => now,
         };
         let waited = (now - since).to_std().unwrap_or_default();
-        let already_exceeded = old
-            .condition(RESOURCES_AVAILABLE)
-            .is_some_and(|c| c.reason == PROGRESS_DEADLINE_EXCEEDED);
+        let already_exceeded = old.condition(RESOURCES_AVAILABLE).is_some_and(|c| {
+            c.reason == PROGRESS_DEADLINE_EXCEEDED
+                || (c.status == ConditionStatus::False && c.reason == POD_INITIALIZING)
+        });
+        // A replica whose init containers have not all completed (one keeps failing, say):
+        // its serving container waits with the kubelet's `PodInitializing`, which Knative's
+        // `reconcile_resources.go` puts on ResourcesAvailable once the Deployment's progress
+        // deadline passed (`MarkResourcesAvailableFalse(w.Reason, w.Message)`; the kubelet
+        // gives that reason no message).
+        let init_count = rev.spec.pod.init_containers.len();
+        let initializing = replicas.iter().any(|r| {
+            r.phase != ReplicaPhase::Terminating
+                && usize::try_from(r.init_done).unwrap_or(usize::MAX) < init_count
+        });
         if waited >= deadline || already_exceeded {
+            let (reason, message) = if initializing {
+                (POD_INITIALIZING, "")
+            } else {
+                (PROGRESS_DEADLINE_EXCEEDED, PROGRESS_DEADLINE_MESSAGE)
+            };
             (
-                cond(
-                    ConditionStatus::False,
-                    PROGRESS_DEADLINE_EXCEEDED,
-                    PROGRESS_DEADLINE_MESSAGE,
-                ),
+                cond(ConditionStatus::False, reason, message),
                 healthy_or_unknown(),
             )
         } else {
@@ -504,6 +522,7 @@ mod tests {
                 message: "killed".into(),
                 started_at: None,
                 finished_at: None,
+                init_container: None,
             }),
             ..replica(name, ReplicaPhase::BackOff)
         }
@@ -638,6 +657,7 @@ mod tests {
                         message: "allocating".into(),
                         started_at: None,
                         finished_at: None,
+                        init_container: None,
                     }),
                     ..replica("r1", ReplicaPhase::BackOff)
                 }],
@@ -710,6 +730,65 @@ mod tests {
             assert_eq!(st.desired_replicas, Some(c.desired as i32), "{}", c.what);
             assert_eq!(st.status.observed_generation, 1, "{}", c.what);
         }
+    }
+
+    /// Knative's `reconcile_resources.go` reads only `containerStatuses`: an init container
+    /// that keeps failing leaves the serving container waiting (`PodInitializing`), which
+    /// shows on ResourcesAvailable once the progress deadline passed, never as a crash.
+    #[test]
+    fn a_failing_init_container_shows_as_a_pod_that_never_initializes() {
+        let mut r = rev_with(&[]);
+        r.spec.pod.init_containers = vec![wisp_api::serving::Container {
+            name: "migrate".into(),
+            ..Default::default()
+        }];
+        let mut exit = crashed_replica("r1", 1, "no database");
+        if let Some(e) = exit.last_exit.as_mut() {
+            e.init_container = Some("migrate".into());
+        }
+        let deadline = Duration::from_secs(600);
+        let at = |s: i64| test_clock() + chrono::Duration::seconds(s);
+        let get = |st: &RevisionStatus, t: &str| {
+            let c = st.status.condition(t).unwrap();
+            (c.status, c.reason.clone(), c.message.clone())
+        };
+        let (st, requeue) = compute_status(&r, std::slice::from_ref(&exit), 1, deadline, at(20));
+        assert_eq!(
+            get(&st, RESOURCES_AVAILABLE),
+            (Unknown, DEPLOYING.into(), String::new())
+        );
+        assert_eq!(
+            get(&st, CONTAINER_HEALTHY),
+            (Unknown, String::new(), String::new())
+        );
+        assert_eq!(requeue, Some(Duration::from_secs(580)));
+        r.status = Some(st);
+        // (The wait counts from when ResourcesAvailable last changed: at 20 s.)
+        let (st, requeue) = compute_status(&r, std::slice::from_ref(&exit), 1, deadline, at(620));
+        let failed = (False, POD_INITIALIZING.to_string(), String::new());
+        assert_eq!(get(&st, RESOURCES_AVAILABLE), failed);
+        assert_eq!(get(&st, READY), failed);
+        assert_eq!(
+            get(&st, CONTAINER_HEALTHY),
+            (Unknown, String::new(), String::new())
+        );
+        assert_eq!(requeue, None);
+        // It stays so while the replica keeps failing.
+        r.status = Some(st);
+        let (st, _) = compute_status(&r, std::slice::from_ref(&exit), 1, deadline, at(900));
+        assert_eq!(get(&st, RESOURCES_AVAILABLE), failed);
+        // Once the init containers completed, a crash of the app is the revision's again.
+        let mut crashed = crashed_replica("r1", 3, "panic: boom");
+        crashed.init_done = 1;
+        let (st, _) = compute_status(&r, &[crashed], 1, deadline, at(20));
+        assert_eq!(
+            get(&st, CONTAINER_HEALTHY),
+            (
+                False,
+                "ExitCode3".into(),
+                "Container failed with: panic: boom".into()
+            )
+        );
     }
 
     #[test]

@@ -17,7 +17,7 @@ use wisp_api::{
     kinds,
     serving::{PodSpec, Revision},
 };
-use wisp_runtime::{ReplicaPhase, ReplicaStatus};
+use wisp_runtime::{ReplicaPhase, ReplicaStatus, podconfig::POD_INITIALIZING};
 use wisp_views::events::{EventType, Regarding, Source};
 
 use crate::names::{child_name, label};
@@ -321,17 +321,35 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
                 .collect()
         })
         .unwrap_or_default();
+    let init_names: Vec<String> = spec["initContainers"]
+        .as_array()
+        .map(|cs| {
+            cs.iter()
+                .map(|c| c["name"].as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    let init_done = usize::try_from(replica.init_done).unwrap_or(usize::MAX);
+    let initialized = init_done >= init_names.len();
     let running = replica.times.started.is_some()
         && replica.failure.is_none()
         && replica.phase != ReplicaPhase::BackOff;
     let ready = replica.phase == ReplicaPhase::Ready;
     let created = time(replica.times.created);
+    // The app containers' last exit (an init container's is its own, below).
+    let app_exit = replica
+        .last_exit
+        .as_ref()
+        .filter(|e| e.init_container.is_none());
     let statuses: Vec<Value> = names
         .iter()
         .zip(&images)
         .map(|(name, image)| {
             let state = if let Some(f) = &replica.failure {
                 json!({"waiting": {"reason": f.reason, "message": f.message}})
+            } else if !initialized {
+                // The kubelet's default state while the pod's init containers run.
+                json!({"waiting": {"reason": POD_INITIALIZING}})
             } else if replica.phase == ReplicaPhase::BackOff {
                 json!({"waiting": {"reason": "CrashLoopBackOff",
                     "message": format!("back-off restarting failed container={name} pod={}_{}",
@@ -341,38 +359,60 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
             } else {
                 json!({"waiting": {"reason": "ContainerCreating"}})
             };
-            let last = match &replica.last_exit {
-                Some(exit) => {
-                    let code = exit.code.or(exit.signal.map(|s| 128 + s)).unwrap_or(0);
-                    let reason = exit.reason.clone().unwrap_or_else(|| {
-                        if code == 0 { "Completed" } else { "Error" }.to_string()
-                    });
-                    let mut t = json!({"exitCode": code, "reason": reason,
-                                       "startedAt": time(exit.started_at),
-                                       "finishedAt": time(exit.finished_at)});
-                    if let Some(sig) = exit.signal {
-                        t["signal"] = sig.into();
-                    }
-                    if !exit.message.is_empty() {
-                        t["message"] = exit.message.clone().into();
-                    }
-                    json!({"terminated": t})
-                }
-                None => json!({}),
-            };
-            // The digest the image is pinned to (a process replica runs no image).
-            let image_id = if image.contains('@') {
-                image.clone()
+            let last = app_exit.map_or_else(|| json!({}), terminated);
+            json!({
+                "name": name,
+                "image": image,
+                "imageID": image_id(image),
+                "ready": ready,
+                "started": running,
+                // Init containers that keep failing restart, not the app containers.
+                "restartCount": if initialized { replica.restarts } else { 0 },
+                "state": state,
+                "lastState": last,
+            })
+        })
+        .collect();
+    let init_images = spec["initContainers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    // Init containers as the kubelet reports them: those before `init_done` completed, the
+    // next one running (or backing off after its failure), the rest waiting.
+    let init_statuses: Vec<Value> = init_names
+        .iter()
+        .enumerate()
+        .map(|(i, name)| {
+            let image = init_images[i]["image"].as_str().unwrap_or("").to_string();
+            let own_exit = replica
+                .last_exit
+                .as_ref()
+                .filter(|e| e.init_container.as_deref() == Some(name));
+            let current = i == init_done;
+            let state = if i < init_done {
+                json!({"terminated": {"exitCode": 0, "reason": "Completed"}})
+            } else if !current {
+                json!({"waiting": {"reason": POD_INITIALIZING}})
+            } else if let Some(f) = &replica.failure {
+                json!({"waiting": {"reason": f.reason, "message": f.message}})
+            } else if replica.phase == ReplicaPhase::BackOff && own_exit.is_some() {
+                json!({"waiting": {"reason": "CrashLoopBackOff",
+                    "message": format!("back-off restarting failed container={name} pod={}_{}",
+                        replica.name, rev.metadata.namespace)}})
             } else {
-                String::new()
+                json!({"running": {}})
+            };
+            let last = match own_exit {
+                Some(exit) if current => terminated(exit),
+                _ => json!({}),
             };
             json!({
                 "name": name,
                 "image": image,
-                "imageID": image_id,
-                "ready": ready,
-                "started": running,
-                "restartCount": replica.restarts,
+                "imageID": image_id(&image),
+                "ready": i < init_done,
+                "started": current && state["running"].is_object(),
+                "restartCount": if current { replica.restarts } else { 0 },
                 "state": state,
                 "lastState": last,
             })
@@ -397,16 +437,27 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
         }
         c
     };
+    let mut init_cond = json!({"type": "Initialized", "status": if initialized { "True" } else { "False" },
+                               "lastProbeTime": null, "lastTransitionTime": created});
+    if !initialized {
+        // The kubelet's `GeneratePodInitializedCondition`.
+        init_cond["reason"] = "ContainersNotInitialized".into();
+        init_cond["message"] = format!(
+            "containers with incomplete status: [{}]",
+            init_names[init_done.min(init_names.len())..].join(" ")
+        )
+        .into();
+    }
     let conditions = vec![
-        json!({"type": "PodReadyToStartContainers", "status": if replica.times.started.is_some() { "True" } else { "False" },
+        json!({"type": "PodReadyToStartContainers", "status": if replica.times.started.is_some() || init_done > 0 { "True" } else { "False" },
                "lastProbeTime": null, "lastTransitionTime": started_time}),
-        json!({"type": "Initialized", "status": "True", "lastProbeTime": null, "lastTransitionTime": created}),
+        init_cond,
         cond("Ready", ready, &ready_time),
         cond("ContainersReady", ready, &ready_time),
         json!({"type": "PodScheduled", "status": "True", "lastProbeTime": null, "lastTransitionTime": created}),
     ];
     let mut status = json!({
-        "phase": if replica.times.started.is_some() { "Running" } else { "Pending" },
+        "phase": if replica.times.started.is_some() && initialized { "Running" } else { "Pending" },
         "conditions": conditions,
         "hostIP": "127.0.0.1",
         "hostIPs": [{"ip": "127.0.0.1"}],
@@ -414,6 +465,9 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
         "containerStatuses": statuses,
         "qosClass": qos_class(&spec),
     });
+    if !init_statuses.is_empty() {
+        status["initContainerStatuses"] = init_statuses.into();
+    }
     if own_address {
         status["podIP"] = ip.to_string().into();
         status["podIPs"] = json!([{"ip": ip.to_string()}]);
@@ -446,6 +500,34 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
         "spec": spec,
         "status": status,
     })
+}
+
+/// A container's last run as the kubelet reports it (`lastState.terminated`).
+fn terminated(exit: &wisp_runtime::ExitInfo) -> Value {
+    let code = exit.code.or(exit.signal.map(|s| 128 + s)).unwrap_or(0);
+    let reason = exit
+        .reason
+        .clone()
+        .unwrap_or_else(|| if code == 0 { "Completed" } else { "Error" }.to_string());
+    let mut t = json!({"exitCode": code, "reason": reason,
+                       "startedAt": time(exit.started_at),
+                       "finishedAt": time(exit.finished_at)});
+    if let Some(sig) = exit.signal {
+        t["signal"] = sig.into();
+    }
+    if !exit.message.is_empty() {
+        t["message"] = exit.message.clone().into();
+    }
+    json!({"terminated": t})
+}
+
+/// The digest an image is pinned to (a process replica runs no image).
+fn image_id(image: &str) -> String {
+    if image.contains('@') {
+        image.to_string()
+    } else {
+        String::new()
+    }
 }
 
 /// The uid of the ReplicaSet a cluster would hold between the Deployment and its pods
@@ -543,21 +625,32 @@ pub fn events(
     for pod in new.iter().map(|p| &**p) {
         let name = pod["metadata"]["name"].as_str().unwrap_or("");
         let before = old.iter().find(|o| o["metadata"]["name"] == name);
-        let container = |i: usize| -> (String, Regarding) {
-            let c = pod["spec"]["containers"][i]["name"]
+        let container_of = |list: &str, i: usize| -> (String, Regarding) {
+            let c = pod["spec"][list][i]["name"]
                 .as_str()
                 .unwrap_or("")
                 .to_string();
-            let r = Regarding::of(pod).field(format!("spec.containers{{{c}}}"));
+            let r = Regarding::of(pod).field(format!("spec.{list}{{{c}}}"));
             (c, r)
         };
-        let statuses = pod["status"]["containerStatuses"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        for (i, st) in statuses.iter().enumerate() {
-            let prev = before.and_then(|b| b["status"]["containerStatuses"].get(i));
-            let (c, r) = container(i);
+        let container = |i: usize| container_of("containers", i);
+        let statuses_of = |list: &str| pod["status"][list].as_array().cloned().unwrap_or_default();
+        let statuses = statuses_of("containerStatuses");
+        // The kubelet records the same events for init containers (`spec.initContainers{…}`).
+        let all = [
+            ("containers", "containerStatuses"),
+            ("initContainers", "initContainerStatuses"),
+        ]
+        .into_iter()
+        .flat_map(|(list, status_list)| {
+            statuses_of(status_list)
+                .into_iter()
+                .enumerate()
+                .map(move |(i, st)| (list, status_list, i, st))
+        });
+        for (list, status_list, i, st) in all {
+            let prev = before.and_then(|b| b["status"][status_list].get(i));
+            let (c, r) = container_of(list, i);
             let started = st["state"]["running"]["startedAt"].as_str();
             let was_started = prev.and_then(|p| p["state"]["running"]["startedAt"].as_str());
             if started.is_some() && started != was_started {
@@ -589,9 +682,10 @@ pub fn events(
                     format!("Back-off restarting failed container {c} in pod {name}_{ns}({uid})"),
                 ));
             }
-            if let Some(reason) =
-                waiting.filter(|w| *w != "CrashLoopBackOff" && *w != "ContainerCreating")
-                && was_waiting != waiting
+            // The kubelet's default states are no failures.
+            if let Some(reason) = waiting.filter(|w| {
+                !["CrashLoopBackOff", "ContainerCreating", POD_INITIALIZING].contains(w)
+            }) && was_waiting != waiting
             {
                 let msg = st["state"]["waiting"]["message"].as_str().unwrap_or(reason);
                 out.push((
@@ -652,6 +746,7 @@ mod tests {
             address: addr.parse::<SocketAddr>().unwrap(),
             phase,
             restarts: 0,
+            init_done: 0,
             last_exit: None,
             failure: None,
             times: ReplicaTimes {
@@ -754,6 +849,7 @@ mod tests {
             message: "killed".into(),
             started_at: at(10),
             finished_at: at(20),
+            init_container: None,
         });
         let p = make_pod(&r, &t, &rep, "node");
         assert_eq!(p["metadata"]["labels"][POD_TEMPLATE_HASH], "h");
@@ -796,6 +892,84 @@ mod tests {
     }
 
     #[test]
+    fn pods_report_their_init_containers_as_the_kubelet() {
+        let mut r = rev();
+        let init = |name: &str| wisp_api::serving::Container {
+            name: name.into(),
+            image: format!("example.com/{name}@sha256:1"),
+            ..Default::default()
+        };
+        r.spec.pod.init_containers = vec![init("schema"), init("migrate")];
+        let t = Template {
+            template: pod_template(&r, &r.spec.pod),
+            hash: "h".into(),
+        };
+        // The second init container failed and backs off; the first completed.
+        let mut rep = replica("p", ReplicaPhase::BackOff, "10.88.0.5:8080");
+        rep.init_done = 1;
+        rep.restarts = 2;
+        rep.last_exit = Some(ExitInfo {
+            code: Some(7),
+            signal: None,
+            reason: None,
+            message: "no database".into(),
+            started_at: at(10),
+            finished_at: at(20),
+            init_container: Some("migrate".into()),
+        });
+        let p = make_pod(&r, &t, &rep, "node");
+        let inits = &p["status"]["initContainerStatuses"];
+        assert_eq!(inits[0]["name"], "schema");
+        assert_eq!(inits[0]["state"]["terminated"]["reason"], "Completed");
+        assert_eq!(inits[0]["imageID"], "example.com/schema@sha256:1");
+        assert_eq!(inits[1]["name"], "migrate");
+        assert_eq!(inits[1]["state"]["waiting"]["reason"], "CrashLoopBackOff");
+        assert_eq!(inits[1]["lastState"]["terminated"]["exitCode"], 7);
+        assert_eq!(inits[1]["lastState"]["terminated"]["reason"], "Error");
+        assert_eq!(
+            inits[1]["lastState"]["terminated"]["message"],
+            "no database"
+        );
+        assert_eq!(inits[1]["restartCount"], 2);
+        // The app waits, never started, with no exit of its own.
+        let cs = &p["status"]["containerStatuses"][0];
+        assert_eq!(cs["state"]["waiting"]["reason"], POD_INITIALIZING);
+        assert_eq!(cs["restartCount"], 0);
+        assert_eq!(cs["lastState"], json!({}));
+        assert_eq!(p["status"]["phase"], "Pending");
+        let initialized = &p["status"]["conditions"][1];
+        assert_eq!(
+            (
+                &initialized["type"],
+                &initialized["status"],
+                &initialized["reason"]
+            ),
+            (
+                &json!("Initialized"),
+                &json!("False"),
+                &json!("ContainersNotInitialized")
+            )
+        );
+        assert_eq!(
+            initialized["message"],
+            "containers with incomplete status: [migrate]"
+        );
+
+        // Once both completed, the app's own state shows.
+        let mut running = replica("p", ReplicaPhase::Ready, "10.88.0.5:8080");
+        running.init_done = 2;
+        running.times.started = at(30);
+        let p = make_pod(&r, &t, &running, "node");
+        assert_eq!(
+            p["status"]["initContainerStatuses"][1]["state"]["terminated"]["exitCode"],
+            0
+        );
+        assert!(p["status"]["containerStatuses"][0]["state"]["running"].is_object());
+        assert_eq!(p["status"]["conditions"][1]["status"], "True");
+        assert_eq!(p["status"]["phase"], "Running");
+    }
+
+    #[test]
     fn events_of_a_change() {
         let r = rev();
         let t = Template {
@@ -832,5 +1006,54 @@ mod tests {
         let reasons: Vec<&str> = evs.iter().map(|e| e.3).collect();
         assert_eq!(reasons, ["BackOff"]);
         assert_eq!(evs[0].1.field_path, "spec.containers{user-container}");
+
+        // An init container that fails: its back-off is recorded against it; the app's
+        // `PodInitializing` is no failure.
+        let mut r = rev();
+        r.spec.pod.init_containers = vec![wisp_api::serving::Container {
+            name: "migrate".into(),
+            ..Default::default()
+        }];
+        let t = Template {
+            template: pod_template(&r, &r.spec.pod),
+            hash: "h".into(),
+        };
+        let mut initializing = replica("p", ReplicaPhase::Starting, "127.0.0.1:1");
+        initializing.times.started = None;
+        let initializing = std::sync::Arc::new(make_pod(&r, &t, &initializing, "n"));
+        let evs = events(
+            &d,
+            "h",
+            Some(1),
+            1,
+            &[],
+            std::slice::from_ref(&initializing),
+            "n",
+        );
+        assert_eq!(
+            evs.iter().map(|e| e.3).collect::<Vec<_>>(),
+            Vec::<&str>::new()
+        );
+        let mut failed = replica("p", ReplicaPhase::BackOff, "127.0.0.1:1");
+        failed.times.started = None;
+        failed.last_exit = Some(ExitInfo {
+            code: Some(1),
+            signal: None,
+            reason: None,
+            message: String::new(),
+            started_at: None,
+            finished_at: None,
+            init_container: Some("migrate".into()),
+        });
+        let failed = std::sync::Arc::new(make_pod(&r, &t, &failed, "n"));
+        let evs = events(&d, "h", Some(1), 1, &[initializing], &[failed], "n");
+        let reasons: Vec<&str> = evs.iter().map(|e| e.3).collect();
+        assert_eq!(reasons, ["BackOff"]);
+        assert_eq!(evs[0].1.field_path, "spec.initContainers{migrate}");
+        assert!(
+            evs[0]
+                .4
+                .starts_with("Back-off restarting failed container migrate in pod p_")
+        );
     }
 }

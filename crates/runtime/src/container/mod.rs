@@ -430,6 +430,13 @@ impl ContainerLauncher {
                     .filter(|c| c.name != serving.name),
             )
             .collect();
+        // Init containers are made with the others, in the same sandbox (network
+        // namespace, volumes, cgroup parent), as a pod's are; they run first.
+        let all: Vec<&Container> = containers
+            .iter()
+            .copied()
+            .chain(&spec.pod.init_containers)
+            .collect();
         let sandbox_dir = self.sandboxes().join(self.net.netns_name(n));
         write_sandbox_files(&sandbox_dir, &pod_hostname(&replica.name), ip)
             .await
@@ -440,12 +447,10 @@ impl ContainerLauncher {
             .collect();
         let port = replica.address.port();
         let volumes_dir = sandbox_dir.join("volumes");
-        let file_volumes = self
-            .prepare_volumes(replica, &containers, &volumes_dir)
-            .await?;
+        let file_volumes = self.prepare_volumes(replica, &all, &volumes_dir).await?;
         let pod_info = replica.pod_info();
         let mut ctrs = Vec::new();
-        for c in &containers {
+        for c in &all {
             let mut binds = Vec::new();
             for (i, m) in c.volume_mounts.iter().enumerate() {
                 binds.push(
@@ -481,6 +486,7 @@ impl ContainerLauncher {
                 service: &spec.service,
                 configuration: &spec.configuration,
                 revision: &replica.key.name,
+                app: !spec.pod.init_containers.iter().any(|i| i.name == c.name),
             };
             // PORT is the serving container's alone, as in Knative.
             let plan = spec::plan(
@@ -546,6 +552,7 @@ impl ContainerLauncher {
                 resources: native::resources(&config).cloned(),
             });
         }
+        let inits = ctrs.split_off(containers.len());
         let netns_started = std::time::Instant::now();
         self.net.add_sandbox(n).await.map_err(|e| {
             error(
@@ -566,6 +573,13 @@ impl ContainerLauncher {
         };
         Ok(ContainerSandbox {
             containers: ctrs,
+            init_names: spec
+                .pod
+                .init_containers
+                .iter()
+                .map(|c| c.name.clone())
+                .collect(),
+            inits,
             target,
             engine: self.engine.clone(),
             hierarchies: self.hierarchies.clone(),
@@ -760,7 +774,13 @@ impl Launcher for ContainerLauncher {
         if spec.serving_container().is_none() {
             return missing("the revision has no container to run".into());
         }
-        if let Some(c) = spec.pod.containers.iter().find(|c| c.image.is_empty()) {
+        if let Some(c) = spec
+            .pod
+            .containers
+            .iter()
+            .chain(&spec.pod.init_containers)
+            .find(|c| c.image.is_empty())
+        {
             return missing(format!(
                 "container {:?} has no image: the container runtime runs images",
                 c.name
@@ -770,10 +790,9 @@ impl Launcher for ContainerLauncher {
     }
 
     fn left_out(&self, pod: &PodSpec) -> Vec<String> {
-        let mut out = Vec::new();
-        if !pod.init_containers.is_empty() {
-            out.push("init containers".into());
-        }
+        let mut out: Vec<String> = crate::process::launch::unprobed_sidecars(pod)
+            .into_iter()
+            .collect();
         // Volumes no container mounts have nothing to do.
         let unmounted: Vec<&str> = pod
             .volumes
@@ -781,6 +800,7 @@ impl Launcher for ContainerLauncher {
             .filter(|v| {
                 !pod.containers
                     .iter()
+                    .chain(&pod.init_containers)
                     .any(|c| c.volume_mounts.iter().any(|m| m.name == v.name))
             })
             .map(|v| v.name.as_str())
@@ -917,7 +937,13 @@ impl Launcher for ContainerLauncher {
                 return;
             }
             let pull = PullSecrets::of(&spec.key.namespace, &spec.pod);
-            let mut images: Vec<&str> = spec.pod.containers.iter().map(|c| &*c.image).collect();
+            let mut images: Vec<&str> = spec
+                .pod
+                .containers
+                .iter()
+                .chain(&spec.pod.init_containers)
+                .map(|c| &*c.image)
+                .collect();
             images.dedup();
             for image in images.into_iter().filter(|i| !i.is_empty()) {
                 if let Err(f) = self.images.prepare(image, &pull, &|_| {}).await {
@@ -1165,7 +1191,11 @@ async fn end_cgroup(hierarchies: &[cgroups::Hierarchy], cgroups_path: &str) {
 }
 
 struct ContainerSandbox {
+    /// The app containers, the serving one first.
     containers: Vec<Ctr>,
+    /// The init containers, in order, and their names.
+    inits: Vec<Ctr>,
+    init_names: Vec<String>,
     target: probe::Target,
     engine: Engine,
     hierarchies: Arc<[cgroups::Hierarchy]>,
@@ -1232,9 +1262,44 @@ impl Sandbox for ContainerSandbox {
         })
     }
 
+    fn init_containers(&self) -> &[String] {
+        &self.init_names
+    }
+
+    fn start_init(&self, i: usize) -> BoxFut<'_, Result<Launched, String>> {
+        Box::pin(async move {
+            let c = self
+                .inits
+                .get(i)
+                .ok_or_else(|| format!("no init container {i}"))?;
+            // A fresh writable layer for each run, as for the app containers.
+            let started = async {
+                c.mount_rootfs().map_err(|e| e.to_string())?;
+                self.engine.start(c, &self.hierarchies).await
+            };
+            match started.await {
+                Ok((init, stdout, stderr)) => Ok(Launched {
+                    outputs: vec![("stdout", stdout), ("stderr", stderr)],
+                    run: Box::new(ContainerRun {
+                        inits: vec![init],
+                        engine: self.engine.clone(),
+                        hierarchies: self.hierarchies.clone(),
+                        containers: vec![c.clone()],
+                        terminating: AtomicBool::new(false),
+                    }),
+                }),
+                Err(e) => {
+                    self.engine.delete(c, &self.hierarchies).await;
+                    c.unmount_rootfs();
+                    Err(e)
+                }
+            }
+        })
+    }
+
     fn remove(self: Box<Self>) -> BoxFut<'static, ()> {
         Box::pin(async move {
-            for c in &self.containers {
+            for c in self.containers.iter().chain(&self.inits) {
                 self.engine.delete(c, &self.hierarchies).await;
                 c.unmount_rootfs();
                 let _ = tokio::fs::remove_dir_all(&c.bundle).await;

@@ -38,6 +38,9 @@ pub(crate) struct Identity<'a> {
     pub service: &'a str,
     pub configuration: &'a str,
     pub revision: &'a str,
+    /// Whether the container gets Knative's `K_*` variables: every app container does
+    /// (`makeContainer`); an init container does not (`BuildPodSpec` keeps them as written).
+    pub app: bool,
 }
 
 /// Kubernetes' `CreateContainerConfigError`: the container cannot be configured.
@@ -74,9 +77,11 @@ pub(crate) fn plan(
     // the platform's warning.)
     let mut k8s_env = Vec::new();
     let _skipped = expand::push_container_env(&mut k8s_env, c);
-    k8s_env.push(("K_SERVICE".into(), id.service.into()));
-    k8s_env.push(("K_CONFIGURATION".into(), id.configuration.into()));
-    k8s_env.push(("K_REVISION".into(), id.revision.into()));
+    if id.app {
+        k8s_env.push(("K_SERVICE".into(), id.service.into()));
+        k8s_env.push(("K_CONFIGURATION".into(), id.configuration.into()));
+        k8s_env.push(("K_REVISION".into(), id.revision.into()));
+    }
     if let Some(port) = port {
         k8s_env.push(("PORT".into(), port.to_string()));
     }
@@ -453,6 +458,7 @@ mod tests {
             service: "hello",
             configuration: "hello",
             revision: "hello-00001",
+            app: true,
         }
     }
 
@@ -559,6 +565,25 @@ mod tests {
             !sidecar.env.iter().any(|e| e.starts_with("PORT=")),
             "{:?}",
             sidecar.env
+        );
+        assert!(sidecar.env.iter().any(|e| e.starts_with("K_REVISION=")));
+        // An init container gets neither (Knative's `BuildPodSpec` keeps it as written).
+        let init = plan(
+            &container(&[], &[]),
+            &image(&["/ep"], &[], None),
+            None,
+            &Identity { app: false, ..id() },
+            "",
+            "",
+        )
+        .unwrap();
+        assert!(
+            !init
+                .env
+                .iter()
+                .any(|e| e.starts_with("PORT=") || e.starts_with("K_")),
+            "{:?}",
+            init.env
         );
         assert_eq!(p.cwd, "/app");
         let mut c = container(&[], &[]);

@@ -1079,3 +1079,94 @@ async fn a_revision_at_zero_is_readied_before_its_first_replica() {
     p.shutdown().await;
     fx.assert_torn_down();
 }
+
+both_runtimes!(
+    init_containers_run_in_the_sandbox_before_the_app_and_a_failing_one_holds_it_back,
+    41
+);
+async fn init_containers_run_in_the_sandbox_before_the_app_and_a_failing_one_holds_it_back(
+    rt: Rt,
+    n: u8,
+) {
+    require_containers!();
+    let fx = Fixture::new(rt, n);
+    let p = fx.platform();
+    tokio::time::timeout(WAIT, p.cleaned_up()).await.unwrap();
+    let mount = |c: &mut Container| {
+        c.volume_mounts = serde_json::from_value(serde_json::json!([
+            {"name": "work", "mountPath": "/work"}
+        ]))
+        .unwrap();
+    };
+    // Two init containers sharing an emptyDir with the app, in order: the second needs
+    // what the first wrote. PORT is the serving container's alone, and no init container
+    // gets Knative's K_* variables.
+    let mut first = bash(
+        "first",
+        "echo one > /work/order; echo \"first on $(< /etc/hostname) port=[$PORT] rev=[$K_REVISION]\"",
+    );
+    let mut second = bash(
+        "second",
+        "[ \"$(< /work/order)\" = one ] || exit 1; echo two >> /work/order; echo second done >&2",
+    );
+    let mut app = hello("user-container");
+    app.env.push(EnvVar {
+        name: "TARGET".into(),
+        value: Some("init".into()),
+        ..EnvVar::default()
+    });
+    // Ready only once both init containers wrote their lines.
+    app.readiness_probe = Some(exec_probe(&[
+        "/bin/bash",
+        "-c",
+        "[ \"$(< /work/order)\" = $'one\\ntwo' ]",
+    ]));
+    for c in [&mut first, &mut second, &mut app] {
+        mount(c);
+    }
+    let mut s = spec("init", vec![app], Duration::from_secs(5));
+    s.pod.init_containers = vec![first, second];
+    s.pod.volumes =
+        serde_json::from_value(serde_json::json!([{"name": "work", "emptyDir": {}}])).unwrap();
+    p.scale(&s, 1);
+    let ready = wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    assert_eq!(ready[0].init_done, 2);
+    let answer = get(ready[0].address).await;
+    assert!(answer.contains("Hello init!"), "{answer}");
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let lines: Vec<String> = p.logs(&s.key, None).into_iter().map(|l| l.line).collect();
+        if lines.iter().any(|l| l == "first on init-1 port=[] rev=[]")
+            && lines.iter().any(|l| l == "second done")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "init containers' output not in the logs: {lines:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // A failing init container: the app never starts; the replica backs off and retries.
+    let mut failing = spec(
+        "failing",
+        vec![hello("user-container")],
+        Duration::from_secs(5),
+    );
+    failing.pod.init_containers = vec![bash("migrate", "echo 'no database' >&2; exit 4")];
+    let r = wait_for(&p, &failing.key, "a retried init failure", |r| {
+        r.first()
+            .filter(|r| r.restarts >= 1 && r.phase == crate::ReplicaPhase::BackOff)
+            .cloned()
+    });
+    p.scale(&failing, 1);
+    let r = r.await;
+    let exit = r.last_exit.expect("the init container's exit");
+    assert_eq!(exit.init_container.as_deref(), Some("migrate"));
+    assert_eq!((exit.code, exit.message.as_str()), (Some(4), "no database"));
+    assert_eq!(r.init_done, 0);
+    assert!(r.times.started.is_none(), "the app never started");
+    p.shutdown().await;
+    fx.assert_torn_down();
+}

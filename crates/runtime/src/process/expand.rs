@@ -21,25 +21,32 @@ pub(crate) struct Identity<'a> {
     pub revision: &'a str,
 }
 
-/// The environment of a replica process, in order (later entries win on duplicate names,
-/// as in Kubernetes): the pass-through variables, `PORT`, `K_SERVICE`, `K_CONFIGURATION`,
-/// `K_REVISION`, then the container's `env` with `$(VAR)` references to anything earlier
-/// expanded. Entries with `valueFrom` cannot be resolved without ConfigMaps and Secrets and
+/// The environment of a replica's process, in order (later entries win on duplicate names,
+/// as in Kubernetes): the pass-through variables, `PORT` (the serving container's alone, as
+/// Knative's `makeServingContainer` sets it; `port` is None for sidecars and init
+/// containers), `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` (every app container's, as
+/// Knative's `makeContainer` adds them; `id` is None for an init container, which
+/// Knative's `BuildPodSpec` keeps as written), then the container's `env` with `$(VAR)`
+/// references to anything earlier expanded. Entries with `valueFrom` cannot be resolved without ConfigMaps and Secrets and
 /// are returned by name in the second vector so the caller can warn.
 pub(crate) fn environment(
     container: &Container,
-    port: u16,
-    id: &Identity<'_>,
+    port: Option<u16>,
+    id: Option<&Identity<'_>>,
     host_env: impl Fn(&str) -> Option<String>,
 ) -> (Vec<(String, String)>, Vec<String>) {
     let mut env: Vec<(String, String)> = PASS_THROUGH
         .iter()
         .filter_map(|name| host_env(name).map(|v| (name.to_string(), v)))
         .collect();
-    env.push(("PORT".into(), port.to_string()));
-    env.push(("K_SERVICE".into(), id.service.into()));
-    env.push(("K_CONFIGURATION".into(), id.configuration.into()));
-    env.push(("K_REVISION".into(), id.revision.into()));
+    if let Some(port) = port {
+        env.push(("PORT".into(), port.to_string()));
+    }
+    if let Some(id) = id {
+        env.push(("K_SERVICE".into(), id.service.into()));
+        env.push(("K_CONFIGURATION".into(), id.configuration.into()));
+        env.push(("K_REVISION".into(), id.revision.into()));
+    }
     let skipped = push_container_env(&mut env, container);
     (env, skipped)
 }
@@ -229,7 +236,7 @@ mod tests {
             configuration: "cfg",
             revision: "cfg-00001",
         };
-        let (env, skipped) = environment(&container, 4321, &id, host);
+        let (env, skipped) = environment(&container, Some(4321), Some(&id), host);
         let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
@@ -260,6 +267,21 @@ mod tests {
                 "$(GREETING)",
                 "$(NOPE)"
             ]
+        );
+        // A sidecar's: no PORT, the rest the same.
+        let (sidecar, _) = environment(&container, None, Some(&id), host);
+        let without_port: Vec<_> = env.iter().filter(|(n, _)| n != "PORT").cloned().collect();
+        assert_eq!(sidecar, without_port);
+        // An init container's: no Knative variables either.
+        let (init, _) = environment(&container, None, None, host);
+        let names: Vec<&str> = init.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            names,
+            ["PATH", "NAME", "GREETING", "EARLY", "LATE", "EMPTY"]
+        );
+        assert_eq!(
+            lookup(&init, "GREETING"),
+            Some("hello world from $(K_REVISION)")
         );
     }
 }

@@ -8,7 +8,10 @@ use std::{
     os::unix::process::ExitStatusExt,
     path::PathBuf,
     process::Stdio,
-    sync::Arc,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
@@ -56,32 +59,34 @@ impl Launcher for ProcessLauncher {
     fn sandbox(&self, replica: ReplicaInfo) -> BoxFut<'_, Result<Box<dyn Sandbox>, Failure>> {
         Box::pin(async move {
             // `scale` starts no replica of a spec without a serving container (its failure).
-            let c = replica.spec.serving_container().ok_or_else(|| Failure {
+            let serving = replica.spec.serving_container().ok_or_else(|| Failure {
                 reason: "ContainerMissing".into(),
                 message: "the revision has no container to run".into(),
             })?;
-            let id = expand::Identity {
-                service: &replica.spec.service,
-                configuration: &replica.spec.configuration,
-                revision: &replica.key.name,
-            };
-            let port = replica.address.port();
-            // Secrets and ConfigMaps are read now, once per replica, as the kubelet builds
-            // a container's env when it creates it.
-            let (c, warnings) = podconfig::resolve_env(c, &replica.pod_info(), &*replica.objects)?;
-            for w in warnings {
-                tracing::warn!(revision = %replica.key, replica = %replica.name, "{w}");
-            }
-            let (env, _) = expand::environment(&c, port, &id, |n| std::env::var(n).ok());
-            let argv = expand::argv(&c, &env);
+            let pod = &replica.spec.pod;
+            let serving = host_command(&replica, serving, Some(replica.address.port()), true)?;
+            let sidecars = pod
+                .containers
+                .iter()
+                .filter(|c| c.name != serving.name)
+                .map(|c| host_command(&replica, c, None, true))
+                .collect::<Result<Vec<_>, _>>()?;
+            let inits = pod
+                .init_containers
+                .iter()
+                .map(|c| host_command(&replica, c, None, false))
+                .collect::<Result<Vec<_>, _>>()?;
             let target = probe::Target {
                 address: replica.address,
-                env: env.into(),
-                working_dir: (!c.working_dir.is_empty()).then(|| c.working_dir.clone().into()),
+                env: serving.env.clone(),
+                working_dir: serving.working_dir.clone(),
                 exec_prefix: Arc::new([]),
             };
             Ok(Box::new(HostProcess {
-                argv,
+                init_names: inits.iter().map(|c| c.name.clone()).collect(),
+                serving,
+                sidecars,
+                inits,
                 target,
                 replica,
                 state_dir: self.state_dir.clone(),
@@ -94,9 +99,99 @@ impl Launcher for ProcessLauncher {
     }
 }
 
-/// A process replica's "sandbox": only what it takes to start its process again.
-struct HostProcess {
+/// What it takes to start one container of a replica as a host process: its `command` and
+/// `args` and its environment, expanded as the kubelet expands them.
+#[derive(Clone, Debug)]
+struct HostCommand {
+    name: String,
     argv: Vec<String>,
+    env: Arc<[(String, String)]>,
+    working_dir: Option<PathBuf>,
+}
+
+/// A container of the replica as a [`HostCommand`]. `port` is the serving container's
+/// (its `PORT`); `app`: an app container, which gets Knative's `K_*` variables (an init
+/// container does not). Secrets and ConfigMaps are read now, once per replica, as the
+/// kubelet builds a container's env when it creates it.
+fn host_command(
+    replica: &ReplicaInfo,
+    c: &Container,
+    port: Option<u16>,
+    app: bool,
+) -> Result<HostCommand, Failure> {
+    let id = expand::Identity {
+        service: &replica.spec.service,
+        configuration: &replica.spec.configuration,
+        revision: &replica.key.name,
+    };
+    let (c, warnings) = podconfig::resolve_env(c, &replica.pod_info(), &*replica.objects)?;
+    for w in warnings {
+        tracing::warn!(revision = %replica.key, replica = %replica.name, "{w}");
+    }
+    let id = app.then_some(&id);
+    let (env, _) = expand::environment(&c, port, id, |n| std::env::var(n).ok());
+    let argv = expand::argv(&c, &env);
+    Ok(HostCommand {
+        name: c.name.clone(),
+        argv,
+        env: env.into(),
+        working_dir: (!c.working_dir.is_empty()).then(|| c.working_dir.clone().into()),
+    })
+}
+
+/// Output pipes of a started process, by stream.
+type Outputs = Vec<(&'static str, Box<dyn tokio::io::AsyncRead + Unpin + Send>)>;
+
+impl HostCommand {
+    /// Spawns the process into process group `pgid` (0: a group of its own, led by it).
+    /// Returns it, its pid and its output pipes.
+    fn spawn(&self, pgid: i32) -> Result<(Child, i32, Outputs), String> {
+        let Some((program, args)) = self.argv.split_first() else {
+            // failure() refuses a container without a command; be defensive anyway.
+            return Err(format!("container {:?} has no command", self.name));
+        };
+        let mut cmd = Command::new(program);
+        cmd.args(args)
+            .env_clear()
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // One group per run, so that stopping it reaches everything it started.
+            .process_group(pgid)
+            // Stopping is explicit and graceful; dropping a handle must not SIGKILL.
+            .kill_on_drop(false);
+        if let Some(dir) = &self.working_dir {
+            cmd.current_dir(dir);
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("starting {program:?} (container {:?}): {e}", self.name))?;
+        let Some(pid) = child.id().map(|p| p as i32) else {
+            return Err(format!(
+                "the process of container {:?} vanished at start",
+                self.name
+            ));
+        };
+        let mut outputs: Outputs = Vec::new();
+        if let Some(p) = child.stdout.take() {
+            outputs.push(("stdout", Box::new(p)));
+        }
+        if let Some(p) = child.stderr.take() {
+            outputs.push(("stderr", Box::new(p)));
+        }
+        Ok((child, pid, outputs))
+    }
+}
+
+/// A process replica's "sandbox": only what it takes to start its processes again.
+struct HostProcess {
+    serving: HostCommand,
+    /// The pod's other containers: run in the serving process's group, so they start and
+    /// stop with it.
+    sidecars: Vec<HostCommand>,
+    inits: Vec<HostCommand>,
+    init_names: Vec<String>,
     target: probe::Target,
     replica: ReplicaInfo,
     state_dir: PathBuf,
@@ -109,44 +204,54 @@ impl Sandbox for HostProcess {
 
     fn start(&self) -> BoxFut<'_, Result<Launched, String>> {
         Box::pin(async move {
-            let Some((program, args)) = self.argv.split_first() else {
-                // scale() never starts a replica without a command; be defensive anyway.
-                return Err("the container has no command".into());
+            let (child, pgid, mut outputs) = self.serving.spawn(0)?;
+            self.write_record(pgid).await;
+            let mut run = HostRun {
+                child,
+                pgid,
+                sidecars: Vec::new(),
+                terminating: AtomicBool::new(false),
+                state_dir: self.state_dir.clone(),
             };
-            let mut cmd = Command::new(program);
-            cmd.args(args)
-                .env_clear()
-                .envs(self.target.env.iter().map(|(k, v)| (k, v)))
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                // Its own group, so that stopping it reaches everything it started.
-                .process_group(0)
-                // Stopping is explicit and graceful; dropping a handle must not SIGKILL.
-                .kill_on_drop(false);
-            if let Some(dir) = &self.target.working_dir {
-                cmd.current_dir(dir);
+            for sidecar in &self.sidecars {
+                match sidecar.spawn(pgid) {
+                    Ok((child, _, more)) => {
+                        outputs.extend(more);
+                        run.sidecars.push(child);
+                    }
+                    Err(e) => {
+                        // What did start goes again.
+                        Box::new(run).finish().await;
+                        return Err(e);
+                    }
+                }
             }
-            let mut child = cmd
-                .spawn()
-                .map_err(|e| format!("starting {program:?}: {e}"))?;
-            let Some(pid) = child.id().map(|p| p as i32) else {
-                return Err("the process vanished at start".into());
-            };
-            let mut outputs: Vec<(&'static str, Box<dyn tokio::io::AsyncRead + Unpin + Send>)> =
-                Vec::new();
-            if let Some(p) = child.stdout.take() {
-                outputs.push(("stdout", Box::new(p)));
-            }
-            if let Some(p) = child.stderr.take() {
-                outputs.push(("stderr", Box::new(p)));
-            }
-            self.write_record(pid).await;
+            Ok(Launched {
+                outputs,
+                run: Box::new(run),
+            })
+        })
+    }
+
+    fn init_containers(&self) -> &[String] {
+        &self.init_names
+    }
+
+    fn start_init(&self, i: usize) -> BoxFut<'_, Result<Launched, String>> {
+        Box::pin(async move {
+            let c = self
+                .inits
+                .get(i)
+                .ok_or_else(|| format!("no init container {i}"))?;
+            let (child, pgid, outputs) = c.spawn(0)?;
+            self.write_record(pgid).await;
             Ok(Launched {
                 outputs,
                 run: Box::new(HostRun {
                     child,
-                    pgid: pid,
+                    pgid,
+                    sidecars: Vec::new(),
+                    terminating: AtomicBool::new(false),
                     state_dir: self.state_dir.clone(),
                 }),
             })
@@ -178,16 +283,32 @@ impl HostProcess {
     }
 }
 
+/// How long to wait for a SIGKILLed sidecar process to be reaped.
+const REAP: Duration = Duration::from_secs(5);
+
+/// One run of a process replica: its serving process, leader of the run's process group,
+/// and its sidecars, members of that group.
 struct HostRun {
     child: Child,
     pgid: i32,
+    sidecars: Vec<Child>,
+    /// SIGTERM was sent: the run is being stopped, and the sidecars get the grace period
+    /// to exit too, as a pod's containers do; otherwise the run ends with the serving
+    /// process.
+    terminating: AtomicBool,
     state_dir: PathBuf,
 }
 
 impl Running for HostRun {
     fn wait(&mut self) -> BoxFut<'_, io::Result<Exit>> {
         Box::pin(async move {
+            // Cancel-safe: a child keeps its status once reaped.
             let status = self.child.wait().await?;
+            if self.terminating.load(Ordering::Relaxed) {
+                for sidecar in &mut self.sidecars {
+                    let _ = sidecar.wait().await;
+                }
+            }
             Ok(Exit {
                 code: status.code(),
                 signal: status.signal(),
@@ -196,21 +317,37 @@ impl Running for HostRun {
     }
 
     fn signal(&self, signal: Signal) {
+        if signal == Signal::SIGTERM {
+            self.terminating.store(true, Ordering::Relaxed);
+        }
         let _ = killpg(Pid::from_raw(self.pgid), signal);
     }
 
     fn meters(&self) -> Vec<Meter> {
-        // The group's leader: its tree is the replica (a child that left the group with
-        // `setsid` is still its descendant).
-        vec![Meter::tree(self.pgid)]
+        // The group's leader: its tree is the serving container (a child that left the
+        // group with `setsid` is still its descendant); each sidecar's tree likewise.
+        std::iter::once(self.pgid)
+            .chain(
+                self.sidecars
+                    .iter()
+                    .filter_map(|c| c.id().map(|p| p as i32)),
+            )
+            .map(Meter::tree)
+            .collect()
     }
 
     fn finish(self: Box<Self>) -> BoxFut<'static, Option<String>> {
         Box::pin(async move {
-            // Like a container, a replica ends when its main process does: whatever it left
-            // running in its group goes too.
-            let _ = killpg(Pid::from_raw(self.pgid), Signal::SIGKILL);
-            records::remove(&self.state_dir, self.pgid).await;
+            let mut this = *self;
+            // Like a pod's containers, a replica ends when its serving process does:
+            // whatever it left running in its group goes too (its sidecars among them),
+            // and is reaped, so that no zombie is left.
+            let _ = killpg(Pid::from_raw(this.pgid), Signal::SIGKILL);
+            let _ = tokio::time::timeout(REAP, this.child.wait()).await;
+            for sidecar in &mut this.sidecars {
+                let _ = tokio::time::timeout(REAP, sidecar.wait()).await;
+            }
+            records::remove(&this.state_dir, this.pgid).await;
             None
         })
     }
@@ -220,70 +357,80 @@ impl Running for HostRun {
 /// no runtime without mounts).
 pub const VOLUME_MOUNT_UNSUPPORTED: &str = "VolumeMountUnsupported";
 
-/// Why a revision cannot run here, if it cannot: the process platform runs the serving
-/// container's `command`, so it needs that container and that command.
+/// Why a revision cannot run here, if it cannot: the process platform runs each
+/// container's `command` (the serving container's, its sidecars', its init containers'), so
+/// it needs a serving container and a command for every container.
 pub(crate) fn failure(spec: &ReplicaSpec) -> Option<Failure> {
-    let Some(c) = spec.serving_container() else {
+    let Some(serving) = spec.serving_container() else {
         return Some(Failure {
             reason: "ContainerMissing".into(),
             message: "the revision has no container to run".into(),
         });
     };
-    if let Some((i, m)) = c.volume_mounts.iter().enumerate().next() {
-        let index = spec
-            .pod
-            .containers
-            .iter()
-            .position(|x| x.name == c.name)
-            .unwrap_or(0);
+    let pod = &spec.pod;
+    let field = |list: &str, cs: &[Container], c: &Container| {
+        let index = cs.iter().position(|x| x.name == c.name).unwrap_or(0);
+        format!("spec.{list}[{index}]")
+    };
+    // The serving container first, so that its failure is the one shown.
+    let all = std::iter::once((field("containers", &pod.containers, serving), serving, true))
+        .chain(
+            pod.containers
+                .iter()
+                .filter(|c| c.name != serving.name)
+                .map(|c| (field("containers", &pod.containers, c), c, false)),
+        )
+        .chain(
+            pod.init_containers
+                .iter()
+                .map(|c| (field("initContainers", &pod.init_containers, c), c, false)),
+        );
+    for (path, c, is_serving) in all {
+        if let Some((i, m)) = c.volume_mounts.iter().enumerate().next() {
+            return Some(Failure {
+                reason: VOLUME_MOUNT_UNSUPPORTED.into(),
+                message: format!(
+                    "{path}.volumeMounts[{i}].mountPath {:?}: the process runtime runs the \
+                     container as a host process, with no mount namespace to mount volume {:?} \
+                     in; give the container an `image` to run it in a container",
+                    m.mount_path, m.name
+                ),
+            });
+        }
+        if !c.command.is_empty() {
+            continue;
+        }
+        let message = if !c.image.is_empty() {
+            format!(
+                "wisp's process runtime runs a container's `command`; image {:?} needs a \
+                 container runtime, which this wisp does not have: set `command` to the \
+                 program to run",
+                c.image
+            )
+        } else if is_serving {
+            "the container has no `command` to run".to_string()
+        } else {
+            // A sidecar or init container is as much part of the pod as the serving one:
+            // the revision fails rather than run without it.
+            format!(
+                "{path} ({:?}): the container has no `command` to run",
+                c.name
+            )
+        };
         return Some(Failure {
-            reason: VOLUME_MOUNT_UNSUPPORTED.into(),
-            message: format!(
-                "spec.containers[{index}].volumeMounts[{i}].mountPath {:?}: the process \
-                 runtime runs the container as a host process, with no mount namespace to \
-                 mount volume {:?} in; give the container an `image` to run it in a container",
-                m.mount_path, m.name
-            ),
+            reason: "ContainerMissing".into(),
+            message,
         });
     }
-    if !c.command.is_empty() {
-        return None;
-    }
-    let message = if c.image.is_empty() {
-        "the container has no `command` to run".to_string()
-    } else {
-        format!(
-            "wisp's process runtime runs a container's `command`; image {:?} needs a container \
-             runtime, which this wisp does not have: set `command` to the program to run",
-            c.image
-        )
-    };
-    Some(Failure {
-        reason: "ContainerMissing".into(),
-        message,
-    })
+    None
 }
 
 /// The parts of a revision's pod the process platform runs without, named for the log: it
-/// runs one process, the serving container's `command`, with its env, working directory and
-/// probes, on the host as wisp's user. Empty when it runs the whole pod.
+/// runs every container's `command` (init containers first, then the serving container and
+/// its sidecars in one process group), with their env, working directories and the serving
+/// container's probes, on the host as wisp's user. Empty when it runs the whole pod.
 pub fn left_out(pod: &PodSpec) -> Vec<String> {
-    let mut out = Vec::new();
-    let serving = pod.serving_container().map(|c| c.name.as_str());
-    let mut names = |what: &str, cs: &mut dyn Iterator<Item = &Container>| {
-        let names: Vec<&str> = cs.map(|c| c.name.as_str()).collect();
-        if !names.is_empty() {
-            out.push(format!("{what} {}", names.join(", ")));
-        }
-    };
-    names(
-        "sidecar container(s)",
-        &mut pod
-            .containers
-            .iter()
-            .filter(|c| Some(c.name.as_str()) != serving),
-    );
-    names("init container(s)", &mut pod.init_containers.iter());
+    let mut out: Vec<String> = super::launch::unprobed_sidecars(pod).into_iter().collect();
     if !pod.volumes.is_empty() {
         let volumes: Vec<&str> = pod.volumes.iter().map(|v| v.name.as_str()).collect();
         out.push(format!("volume(s) {}", volumes.join(", ")));
@@ -294,10 +441,10 @@ pub fn left_out(pod: &PodSpec) -> Vec<String> {
     if pod.extra.contains_key("securityContext") {
         out.push("the pod's securityContext".into());
     }
-    if let Some(c) = pod.serving_container()
-        && c.security_context.is_some()
-    {
-        out.push(format!("container {}'s securityContext", c.name));
+    for c in pod.containers.iter().chain(&pod.init_containers) {
+        if c.security_context.is_some() {
+            out.push(format!("container {}'s securityContext", c.name));
+        }
     }
     out
 }

@@ -10,6 +10,9 @@
 //! The shapes mirror a Kubernetes pod: a [`Sandbox`] is created once per replica and lives
 //! across restarts (the pod sandbox: its address, its network namespace), and each
 //! [`Sandbox::start`] is one run of its containers ([`Running`]), restarted after a crash.
+//! A pod's init containers run once per sandbox, before its first start, each to
+//! completion ([`Sandbox::start_init`]): the kubelet runs them again only for a new pod
+//! sandbox, not when the app containers of the same sandbox restart.
 
 use std::{collections::HashSet, future::Future, io, net::SocketAddr, pin::Pin, sync::Arc};
 
@@ -54,6 +57,23 @@ pub(crate) trait Launcher: Send + Sync + 'static {
 
     /// After every replica has stopped at shutdown: release what the platform itself holds.
     fn shutdown(&self) -> BoxFut<'_, ()>;
+}
+
+/// The sidecars whose probes no launcher runs, named for [`Launcher::left_out`]: only the
+/// serving container is probed (Knative probes sidecars only under
+/// `multi-container-probing`, which wisp admits but does not run).
+pub(crate) fn unprobed_sidecars(pod: &PodSpec) -> Option<String> {
+    let serving = pod.serving_container().map(|c| c.name.as_str());
+    let names: Vec<&str> = pod
+        .containers
+        .iter()
+        .filter(|c| Some(c.name.as_str()) != serving)
+        .filter(|c| {
+            c.readiness_probe.is_some() || c.liveness_probe.is_some() || c.startup_probe.is_some()
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    (!names.is_empty()).then(|| format!("the probes of sidecar container(s) {}", names.join(", ")))
 }
 
 /// Who a sandbox is for.
@@ -103,6 +123,18 @@ pub(crate) trait Sandbox: Send + Sync {
     /// Starts one run of the replica. Err: it could not start (reported like a container
     /// that failed to start, exit code 128).
     fn start(&self) -> BoxFut<'_, Result<Launched, String>>;
+
+    /// The pod's init containers, by name, in order. The supervisor runs each to completion
+    /// ([`start_init`](Self::start_init)) before the sandbox's first [`start`](Self::start).
+    fn init_containers(&self) -> &[String] {
+        &[]
+    }
+
+    /// Starts init container `i` (of [`init_containers`](Self::init_containers)). Its
+    /// [`Running`] ends when it exits; a non-zero exit fails the replica's start.
+    fn start_init(&self, _i: usize) -> BoxFut<'_, Result<Launched, String>> {
+        Box::pin(async { Err("this sandbox runs no init containers".to_string()) })
+    }
 
     /// Brings what the sandbox holds of changing objects up to date (the files of its
     /// Secret and ConfigMap volumes), as the kubelet's periodic volume sync does. Called

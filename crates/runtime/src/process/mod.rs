@@ -1,8 +1,10 @@
 //! The embedded process runtime: every replica is a local process group.
 //!
-//! A replica is what a Knative pod is on Kubernetes, reduced to what one machine needs: the
-//! user container's `command` and `args`, run as a process in its own process group, with
-//! the revision's environment, on its own loopback port, probed the way the kubelet and the
+//! A replica is what a Knative pod is on Kubernetes, reduced to what one machine needs: its
+//! init containers' `command`s run to completion, one after another, then the serving
+//! container's `command` and `args` as a process in its own process group (its sidecars'
+//! processes join that group: they start, stop and end with it), with the revision's
+//! environment, on its own loopback port, probed the way the kubelet and the
 //! queue-proxy probe a pod, restarted with back-off when it crashes, and stopped gracefully
 //! (SIGTERM to the group, SIGKILL after the revision's grace period).
 //!
@@ -575,6 +577,7 @@ impl Inner {
                         address,
                         phase: ReplicaPhase::Starting,
                         restarts: 0,
+                        init_done: 0,
                         last_exit: None,
                         failure: None,
                         times: crate::ReplicaTimes {
@@ -677,6 +680,7 @@ impl Inner {
                 address: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
                 phase: ReplicaPhase::Starting,
                 restarts: 0,
+                init_done: 0,
                 last_exit: None,
                 failure: Some(failure.clone()),
                 times: Default::default(),

@@ -78,21 +78,45 @@ impl Replica {
         let opts = &self.inner.options;
         let mut backoff = Backoff::new(opts.backoff_initial, opts.backoff_max, opts.backoff_reset);
         let mut sandbox: Option<Box<dyn Sandbox>> = None;
+        // The sandbox's init containers that ran to completion: each runs once per
+        // sandbox, in order, before its app containers first start.
+        let mut inits_done = 0usize;
+        // The next run (of an init container or of the app) is a restart.
         let mut restarted = false;
         // Sandbox preparations that failed in a row.
         let mut failed_preparations = 0u32;
         while !*stop.borrow() {
             let started = Instant::now();
             let end = match &sandbox {
+                Some(sandbox) if inits_done < sandbox.init_containers().len() => {
+                    let restart = std::mem::take(&mut restarted);
+                    match self
+                        .run_init(&**sandbox, inits_done, restart, &mut stop)
+                        .await
+                    {
+                        Some(end) => end,
+                        None => {
+                            inits_done += 1;
+                            let done = u32::try_from(inits_done).unwrap_or(u32::MAX);
+                            self.update(|s| s.init_done = done);
+                            continue;
+                        }
+                    }
+                }
                 Some(sandbox) => {
-                    self.run_once(&**sandbox, &probes, restarted, &mut stop, &mut nudge)
+                    let restart = std::mem::take(&mut restarted);
+                    self.run_once(&**sandbox, &probes, restart, &mut stop, &mut nudge)
                         .await
                 }
                 None => match self.inner.launcher.sandbox(self.info()).await {
                     Ok(created) => {
                         failed_preparations = 0;
                         self.inner.set_waiting(&self.key, None);
-                        self.update(|s| s.failure = None);
+                        inits_done = 0;
+                        self.update(|s| {
+                            s.failure = None;
+                            s.init_done = 0;
+                        });
                         sandbox = Some(created);
                         continue;
                     }
@@ -129,6 +153,7 @@ impl Replica {
                     tracing::info!(
                         revision = %self.key,
                         replica = %self.name,
+                        init_container = ?exit.init_container,
                         code = ?exit.code,
                         signal = ?exit.signal,
                         reason = ?exit.reason,
@@ -232,37 +257,71 @@ impl Replica {
         };
         self.inner
             .update_replica(&self.key, self.id, |r| r.meters.clear());
-        // Before draining: output pipes close only once everything the run started is gone.
-        let reason = run.finish().await;
-        let _ = timeout(DRAIN_OUTPUT, async {
-            for reader in readers {
-                let _ = reader.await;
-            }
-        })
-        .await;
+        let reason = end_run(run, readers).await;
         if stopped {
             return End::Stopped;
         }
-        let message = lock(&tail).iter().cloned().collect::<Vec<_>>().join("\n");
-        let (started_at, finished_at) = (Some(started_at), Some(SystemTime::now()));
-        End::Exited(match status {
-            Ok(exit) => ExitInfo {
-                code: exit.code,
-                signal: exit.signal,
-                reason,
-                message,
-                started_at,
-                finished_at,
-            },
-            Err(e) => ExitInfo {
-                code: None,
-                signal: None,
-                reason,
-                message: format!("waiting for the process: {e}"),
-                started_at,
-                finished_at,
-            },
-        })
+        End::Exited(exit_info(status, reason, &tail, started_at))
+    }
+
+    /// Runs init container `i` of the sandbox to completion. None: it exited with code 0;
+    /// else how the replica's start ended (stopped, or the init container failed: the
+    /// replica backs off and runs it again, as the kubelet restarts a failed init
+    /// container of a pod whose `restartPolicy` is `Always`).
+    async fn run_init(
+        &self,
+        sandbox: &dyn Sandbox,
+        i: usize,
+        restarted: bool,
+        stop: &mut watch::Receiver<bool>,
+    ) -> Option<End> {
+        let name = sandbox.init_containers()[i].clone();
+        let launched = sandbox.start_init(i).await;
+        let started_at = SystemTime::now();
+        let mut run_no = 0;
+        self.update(|s| {
+            s.phase = ReplicaPhase::Starting;
+            if restarted {
+                s.restarts += 1;
+            }
+            run_no = s.restarts;
+        });
+        let Launched { outputs, mut run } = match launched {
+            Ok(launched) => launched,
+            Err(message) => {
+                return Some(End::Exited(ExitInfo {
+                    init_container: Some(name),
+                    ..start_error(message)
+                }));
+            }
+        };
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let readers: Vec<JoinHandle<()>> = outputs
+            .into_iter()
+            .map(|(stream, pipe)| self.read_output(stream, pipe, tail.clone(), run_no))
+            .collect();
+        let exited = tokio::select! {
+            status = run.wait() => Some(status),
+            _ = stop_requested(stop) => None,
+        };
+        let stopped = exited.is_none();
+        let status = match exited {
+            Some(status) => status,
+            None => self.terminate(&mut *run).await,
+        };
+        let reason = end_run(run, readers).await;
+        if stopped {
+            return Some(End::Stopped);
+        }
+        let exit = ExitInfo {
+            init_container: Some(name.clone()),
+            ..exit_info(status, reason, &tail, started_at)
+        };
+        if exit.code == Some(0) && exit.signal.is_none() {
+            tracing::debug!(revision = %self.key, replica = %self.name, "init container {name} completed");
+            return None;
+        }
+        Some(End::Exited(exit))
     }
 
     /// SIGTERM; SIGKILL once the grace period is over.
@@ -355,6 +414,51 @@ impl Replica {
     }
 }
 
+/// Removes what is left of an ended run, then waits (briefly) for the rest of its output.
+/// Returns the reason the kernel gave for the exit, if any.
+async fn end_run(run: Box<dyn Running>, readers: Vec<JoinHandle<()>>) -> Option<String> {
+    // Before draining: output pipes close only once everything the run started is gone.
+    let reason = run.finish().await;
+    let _ = timeout(DRAIN_OUTPUT, async {
+        for reader in readers {
+            let _ = reader.await;
+        }
+    })
+    .await;
+    reason
+}
+
+/// How a run ended, with the last lines it wrote.
+fn exit_info(
+    status: std::io::Result<Exit>,
+    reason: Option<String>,
+    tail: &Mutex<VecDeque<String>>,
+    started_at: SystemTime,
+) -> ExitInfo {
+    let message = lock(tail).iter().cloned().collect::<Vec<_>>().join("\n");
+    let (started_at, finished_at) = (Some(started_at), Some(SystemTime::now()));
+    match status {
+        Ok(exit) => ExitInfo {
+            code: exit.code,
+            signal: exit.signal,
+            reason,
+            message,
+            started_at,
+            finished_at,
+            init_container: None,
+        },
+        Err(e) => ExitInfo {
+            code: None,
+            signal: None,
+            reason,
+            message: format!("waiting for the process: {e}"),
+            started_at,
+            finished_at,
+            init_container: None,
+        },
+    }
+}
+
 /// Kubernetes reports a container that could not be started with exit code 128.
 fn start_error(message: String) -> ExitInfo {
     let now = Some(SystemTime::now());
@@ -365,5 +469,6 @@ fn start_error(message: String) -> ExitInfo {
         message,
         started_at: now,
         finished_at: now,
+        init_container: None,
     }
 }

@@ -738,6 +738,7 @@ fn what_the_process_platform_leaves_out_is_named() {
         ..Default::default()
     };
     let mut full = pod(vec![app("proxy", false), app("user-container", true)]);
+    full.containers[0].readiness_probe = Some(exec_probe(&["true"]));
     full.init_containers = vec![app("migrate", false)];
     full.volumes =
         serde_json::from_value(serde_json::json!([{"name": "cfg", "emptyDir": {}}])).unwrap();
@@ -745,16 +746,15 @@ fn what_the_process_platform_leaves_out_is_named() {
     let cases: [(&str, PodSpec, &[&str]); 3] = [
         ("one container: nothing", pod(vec![app("a", true)]), &[]),
         (
-            "no port anywhere: the first serves, the second is a sidecar",
+            "sidecars run, as processes of the replica",
             pod(vec![app("a", false), app("b", false)]),
-            &["sidecar container(s) b"],
+            &[],
         ),
         (
-            "everything else in a pod",
+            "everything else in a pod (init containers and sidecars run)",
             full,
             &[
-                "sidecar container(s) proxy",
-                "init container(s) migrate",
+                "the probes of sidecar container(s) proxy",
                 "volume(s) cfg",
                 "service account robot",
             ],
@@ -762,5 +762,287 @@ fn what_the_process_platform_leaves_out_is_named() {
     ];
     for (what, pod, want) in cases {
         assert_eq!(super::left_out(&pod), want, "{what}");
+    }
+}
+
+/// A container of a test pod: `sh -c script`, with `DIR` (the test's directory) in its env
+/// so that the pod's containers share files there.
+fn sh(name: &str, dir: &Sandbox, script: &str) -> Container {
+    Container {
+        name: name.into(),
+        command: vec!["sh".into(), "-c".into(), script.into()],
+        env: vec![wisp_api::serving::EnvVar {
+            name: "DIR".into(),
+            value: Some(dir.path().display().to_string()),
+            ..Default::default()
+        }],
+        ..Default::default()
+    }
+}
+
+/// A pod of `init` containers and an app: `app` is the serving container (it has the
+/// port), ready once `$DIR/ready` exists.
+fn pod_spec(name: &str, dir: &Sandbox, init: Vec<Container>, app: Container) -> ReplicaSpec {
+    let mut s = spec(name, "", exec_probe(&["true"]));
+    let mut app = app;
+    app.ports = vec![wisp_api::serving::ContainerPort {
+        container_port: 8080,
+        ..Default::default()
+    }];
+    app.readiness_probe = Some(exec_probe(&[
+        "sh",
+        "-c",
+        &format!("test -e {}/ready", dir.path().display()),
+    ]));
+    s.pod.containers = vec![app];
+    s.pod.init_containers = init;
+    s
+}
+
+/// Waits until the revision's logs contain `needle` (output is read asynchronously).
+async fn wait_log(p: &ProcessPlatform, key: &RevisionKey, needle: &str) {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let logs = log_text(p, key);
+        if logs.contains(needle) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{needle:?} never logged: {logs}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn lines(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn init_containers_run_in_order_to_completion_before_the_app_once_per_sandbox() {
+    let (p, dir) = platform(fast());
+    let state = dir.path().join("state");
+    // `$(DIR)` is Kubernetes' expansion of the container's env, `$DIR`/`$PORT` the shell's.
+    let s = pod_spec(
+        "init-00001",
+        &dir,
+        vec![
+            sh(
+                "first",
+                &dir,
+                "sleep 0.2; echo first >> $(DIR)/order; echo \"first says port=[$PORT] rev=[$K_REVISION]\"",
+            ),
+            sh(
+                "second",
+                &dir,
+                "echo second >> $(DIR)/order; echo second done >&2",
+            ),
+        ],
+        sh(
+            "app",
+            &dir,
+            // The app reads what the init containers wrote; its first run crashes, and
+            // its restart (same sandbox) must not run the init containers again.
+            "echo \"app sees $(cat $DIR/order | tr '\\n' ' ')port=$PORT\"; echo run >> $DIR/runs; \
+             if [ $(wc -l < $DIR/runs) -lt 2 ]; then exit 3; fi; touch $DIR/ready; exec sleep 1000",
+        ),
+    );
+    p.scale(&s, 1);
+    let ready = wait_for(&p, &s.key, "a ready replica", all_ready(1)).await;
+    assert_eq!(ready[0].init_done, 2);
+    assert_eq!(ready[0].restarts, 1, "{ready:?}");
+    // The crash was the app's: no init container is named.
+    let exit = ready[0].last_exit.clone().expect("the app's crash");
+    assert_eq!((exit.code, exit.init_container), (Some(3), None));
+    assert_eq!(lines(&dir.path().join("order")), ["first", "second"]);
+    assert_eq!(lines(&dir.path().join("runs")), ["run", "run"]);
+    let port = ready[0].address.port();
+    // Init containers' output is in the replica's logs; PORT is the serving container's.
+    // Nor K_* (an init container's env is as written).
+    wait_log(&p, &s.key, "first says port=[] rev=[]").await;
+    wait_log(&p, &s.key, "second done").await;
+    wait_log(&p, &s.key, &format!("app sees first second port={port}")).await;
+    let pids = recorded_pids(&state);
+    assert_eq!(pids.len(), 1, "only the app's group is left: {pids:?}");
+    shut_down(&p, &state, &pids).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_init_container_keeps_the_app_from_starting_and_is_retried() {
+    let (p, dir) = platform(fast());
+    let state = dir.path().join("state");
+    let s = pod_spec(
+        "broken-00001",
+        &dir,
+        vec![
+            sh("fine", &dir, "echo fine >> $(DIR)/fine"),
+            sh(
+                "migrate",
+                &dir,
+                "echo attempt >> $(DIR)/attempts; echo 'migration failed' >&2; exit 7",
+            ),
+        ],
+        sh("app", &dir, "touch $DIR/app-ran; exec sleep 1000"),
+    );
+    p.scale(&s, 1);
+    // Retried with back-off, like a crashing app: two failures seen.
+    let failed = wait_for(&p, &s.key, "a retried init failure", |r| {
+        r.first()
+            .filter(|r| r.phase == ReplicaPhase::BackOff && r.restarts >= 1)
+            .cloned()
+    })
+    .await;
+    let exit = failed.last_exit.expect("the init container's exit");
+    assert_eq!(exit.init_container.as_deref(), Some("migrate"));
+    assert_eq!((exit.code, exit.signal), (Some(7), None));
+    assert_eq!(exit.message, "migration failed");
+    assert_eq!(failed.init_done, 1, "the first init container completed");
+    assert!(failed.times.started.is_none(), "the app never started");
+    assert!(!dir.path().join("app-ran").exists());
+    // Only the failed init container runs again; the one that completed does not.
+    assert!(lines(&dir.path().join("attempts")).len() >= 2);
+    assert_eq!(lines(&dir.path().join("fine")), ["fine"]);
+    shut_down(&p, &state, &[]).await;
+    assert!(!dir.path().join("app-ran").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecars_run_with_the_replica_in_its_group_and_stop_with_it() {
+    let (p, dir) = platform(fast());
+    let state = dir.path().join("state");
+    let mut s = pod_spec(
+        "sidecar-00001",
+        &dir,
+        Vec::new(),
+        sh(
+            "app",
+            &dir,
+            "touch $DIR/ready; while true; do sleep 0.05; done",
+        ),
+    );
+    let mut sidecar = sh(
+        "proxy",
+        &dir,
+        // `$$$$` is the shell's `$$` (its pid) once Kubernetes' `$$` escape is undone;
+        // `exec` keeps that pid for the sleep.
+        "echo \"proxy port=[$PORT] greeting=$(GREETING)\"; echo $$$$ > $(DIR)/proxy.pid; \
+         trap 'touch $DIR/proxy-term; exit 0' TERM; while true; do sleep 0.05; done",
+    );
+    sidecar.env.push(wisp_api::serving::EnvVar {
+        name: "GREETING".into(),
+        value: Some("hi from $(K_REVISION)".into()),
+        ..Default::default()
+    });
+    s.pod.containers.insert(0, sidecar);
+    p.scale(&s, 1);
+    wait_for(&p, &s.key, "a ready replica", all_ready(1)).await;
+    let pid_file = dir.path().join("proxy.pid");
+    let deadline = Instant::now() + WAIT;
+    let sidecar_pid: i32 = loop {
+        if let Some(pid) = lines(&pid_file).first().and_then(|l| l.parse().ok()) {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "the sidecar never wrote its pid");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(alive(sidecar_pid));
+    let pids = recorded_pids(&state);
+    assert_eq!(pids.len(), 1);
+    // In the serving process's group: the replica's signals reach it.
+    assert_eq!(
+        nix::unistd::getpgid(Some(Pid::from_raw(sidecar_pid))).unwrap(),
+        Pid::from_raw(pids[0])
+    );
+    let usage = p.usage(&s.key);
+    assert_eq!(usage.len(), 1);
+    // Its output is the replica's; PORT is the serving container's alone.
+    wait_log(&p, &s.key, "proxy port=[] greeting=hi from sidecar-00001").await;
+    // Stopped with the replica, gracefully (SIGTERM reached it), and gone.
+    p.scale(&s, 0);
+    wait_for(&p, &s.key, "no replicas", |r| r.is_empty().then_some(())).await;
+    assert!(
+        !alive(sidecar_pid),
+        "sidecar {sidecar_pid} outlived its replica"
+    );
+    assert!(
+        dir.path().join("proxy-term").exists(),
+        "SIGTERM reached the sidecar"
+    );
+    shut_down(&p, &state, &[sidecar_pid]).await;
+}
+
+#[test]
+fn every_container_needs_a_command_on_the_process_runtime() {
+    let app = |name: &str| Container {
+        name: name.into(),
+        command: vec!["app".into()],
+        ..Default::default()
+    };
+    let bare = |name: &str| Container {
+        name: name.into(),
+        ..Default::default()
+    };
+    let base = |containers: Vec<Container>, init: Vec<Container>| {
+        let mut s = spec("x-00001", "", Probe::default());
+        s.pod.containers = containers;
+        s.pod.init_containers = init;
+        s
+    };
+    let mut mounted = app("seed");
+    mounted.volume_mounts = vec![wisp_api::serving::VolumeMount {
+        name: "data".into(),
+        mount_path: "/data".into(),
+        ..Default::default()
+    }];
+    /// The failure's reason and the start of its message, if any.
+    type Want = Option<(&'static str, &'static str)>;
+    let cases: [(&str, ReplicaSpec, Want); 5] = [
+        (
+            "all have commands",
+            base(vec![app("a"), app("b")], vec![app("i")]),
+            None,
+        ),
+        (
+            "a sidecar without one",
+            base(vec![app("a"), bare("proxy")], Vec::new()),
+            Some((
+                "ContainerMissing",
+                "spec.containers[1] (\"proxy\"): the container has no `command` to run",
+            )),
+        ),
+        (
+            "an init container without one",
+            base(vec![app("a")], vec![app("i"), bare("migrate")]),
+            Some((
+                "ContainerMissing",
+                "spec.initContainers[1] (\"migrate\"): the container has no `command` to run",
+            )),
+        ),
+        (
+            "the serving container's failure comes first",
+            base(vec![bare("proxy"), bare("a")], Vec::new()),
+            Some(("ContainerMissing", "the container has no `command` to run")),
+        ),
+        (
+            "an init container with a volume",
+            base(vec![app("a")], vec![mounted]),
+            Some((
+                super::host::VOLUME_MOUNT_UNSUPPORTED,
+                "spec.initContainers[0].volumeMounts[0].mountPath \"/data\": the process runtime",
+            )),
+        ),
+    ];
+    for (what, s, want) in cases {
+        let got = super::host::failure(&s);
+        match (got, want) {
+            (None, None) => {}
+            (Some(f), Some((reason, message))) => {
+                assert_eq!(f.reason, reason, "{what}");
+                assert!(f.message.starts_with(message), "{what}: {}", f.message);
+            }
+            (got, want) => panic!("{what}: got {got:?}, want {want:?}"),
+        }
     }
 }
