@@ -53,7 +53,7 @@ use crate::{
     reconciler::{
         Action, Context, Event, ObjectRef, Observer, ReconcileError, Reconciler, resource,
     },
-    workqueue::{Why, WorkQueue},
+    workqueue::{RESYNC, Why, WorkQueue},
 };
 
 /// How often everything is re-queued even without changes.
@@ -324,6 +324,8 @@ impl Router {
         }
         let own = event.object_ref();
         self.enqueue(&own, why);
+        // What a resync fans out to is resync work too (it waits behind changes).
+        let fan = |w: Why| if why == RESYNC { RESYNC } else { w };
 
         for o in &meta.owner_references {
             let group = o.api_version.split_once('/').map_or("", |(g, _)| g);
@@ -331,14 +333,14 @@ impl Router {
                 .into_iter()
                 .find(|k| k.kind == o.kind && k.group == group)
             {
-                self.enqueue(&event.sibling(k, &o.name), "child changed");
+                self.enqueue(&event.sibling(k, &o.name), fan("child changed"));
             }
         }
         for (lbl, k) in LABELLED_PARENTS {
             if let Some(v) = meta.labels.get(lbl)
                 && label_names_parent(lbl, kind)
             {
-                self.enqueue(&event.sibling(k, v), "labelled child changed");
+                self.enqueue(&event.sibling(k, v), fan("labelled child changed"));
             }
         }
         for (r, q) in &self.queues {
@@ -350,7 +352,7 @@ impl Router {
                 Ok(keys) => {
                     for k in keys {
                         debug_assert!(k.kind == r.kind(), "watches() returned another kind");
-                        q.add_why(k, "watched");
+                        q.add_why(k, fan("watched"));
                     }
                 }
                 Err(_) => error!(
@@ -397,7 +399,7 @@ impl Router {
     ) {
         let keys: HashSet<ObjectRef> = items
             .into_iter()
-            .filter_map(|item| self.dispatch(kind, item, false, "resync"))
+            .filter_map(|item| self.dispatch(kind, item, false, RESYNC))
             .collect();
         if kind == &kinds::REVISION && self.has_reconciler_for(kind) {
             // Replicas of revisions deleted while we were not watching (or before a
