@@ -230,6 +230,20 @@ impl ReplicaEntry {
 
 pub(crate) use wisp_sync::lock;
 
+/// The reason a revision whose sidecar probe names no port fails with.
+pub const PROBE_PORT_MISSING: &str = "CreateContainerConfigError";
+
+/// Why the pod's probes cannot run, whatever the platform: a sidecar's probe that names
+/// no port to reach (Knative fails such a revision's deployment; see [`probe::plan`]).
+fn probe_failure(pod: &wisp_api::serving::PodSpec) -> Option<Failure> {
+    // Without a serving container the launcher's own failure is reported first.
+    pod.serving_container()?;
+    probe::plan(pod).err().map(|message| Failure {
+        reason: PROBE_PORT_MISSING.into(),
+        message,
+    })
+}
+
 /// A new replica's name: `<prefix><5 random characters>` as a ReplicaSet names its pods
 /// (kube's `names.SimpleNameGenerator`: `utilrand.String(5)` over an alphabet without
 /// vowels or look-alikes), unused by the revision's other replicas; `<revision>-<index>`
@@ -498,7 +512,10 @@ impl Inner {
             }
             rev.removing = false;
             rev.desired = replicas;
-            rev.failure = self.launcher.failure(spec);
+            rev.failure = self
+                .launcher
+                .failure(spec)
+                .or_else(|| probe_failure(&spec.pod));
             if rev.failure.is_none() {
                 changed |= self.converge(&mut state.next_id, rev, &spec.key, &mut taken);
             }
@@ -578,6 +595,7 @@ impl Inner {
                         phase: ReplicaPhase::Starting,
                         restarts: 0,
                         init_done: 0,
+                        unready: Vec::new(),
                         last_exit: None,
                         failure: None,
                         times: crate::ReplicaTimes {
@@ -681,6 +699,7 @@ impl Inner {
                 phase: ReplicaPhase::Starting,
                 restarts: 0,
                 init_done: 0,
+                unready: Vec::new(),
                 last_exit: None,
                 failure: Some(failure.clone()),
                 times: Default::default(),
