@@ -15,7 +15,9 @@
 //!   two replicas cannot both have 8080: each replica gets a free loopback port of its own
 //!   (chosen by binding `127.0.0.1:0`), passed in `PORT` as Knative does, and its
 //!   [`address`](crate::ReplicaStatus::address) is `127.0.0.1:<port>`. The declared
-//!   `containerPort` is not used. Probes target that port too, whatever port they name.
+//!   `containerPort` is not used. The serving container's probes target that port too,
+//!   whatever port they name; a sidecar's (under `multi-container-probing`) the port they
+//!   name on loopback, where the sidecar listens.
 //! - **Environment.** A container does not inherit the node's environment and neither does
 //!   a replica, except for the few variables a host binary needs to run at all
 //!   ([`PASS_THROUGH`]); then `PORT`, `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` and the

@@ -836,7 +836,8 @@ mod tests {
             Option<Option<u16>>,
             Option<Option<u16>>,
         );
-        let cases: Vec<(&str, Vec<Container>, Result<Vec<(&str, Ports)>, &str>)> = vec![
+        type Want = Result<Vec<(&'static str, Ports)>, &'static str>;
+        let cases: Vec<(&str, Vec<Container>, Want)> = vec![
             (
                 "no probes on the sidecar: only the serving container, at its own port",
                 vec![c("proxy")],
