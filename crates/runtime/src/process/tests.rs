@@ -1048,6 +1048,37 @@ async fn sidecar_readiness_probes_gate_the_replica() {
     shut_down(&p, &state, &[]).await;
 }
 
+/// A sidecar readiness probe naming no port fails the revision as Knative fails its
+/// deployment; nothing starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sidecar_probe_without_a_port_is_a_failure_and_nothing_starts() {
+    let (p, dir) = platform(fast());
+    let mut s = pod_spec(
+        "portless-00001",
+        &dir,
+        Vec::new(),
+        sh("app", &dir, "exec sleep 1000"),
+    );
+    let mut proxy = sh("proxy", &dir, "exec sleep 1000");
+    proxy.readiness_probe = Some(Probe {
+        tcp_socket: Some(TcpSocketAction::default()),
+        ..Default::default()
+    });
+    s.pod.containers.push(proxy);
+    p.scale(&s, 1);
+    let r = p.replicas(&s.key);
+    let failure = r[0].failure.clone().expect("a failure");
+    assert_eq!(
+        (failure.reason.as_str(), failure.message.as_str()),
+        (
+            "CreateContainerConfigError",
+            "sidecar readiness probe does not define probe port on container: proxy"
+        )
+    );
+    assert!(recorded_pids(&dir.path().join("state")).is_empty());
+    shut_down(&p, &dir.path().join("state"), &[]).await;
+}
+
 /// A sidecar's failing liveness probe restarts the replica, as the serving container's does.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failing_sidecar_liveness_probe_restarts_the_replica() {
