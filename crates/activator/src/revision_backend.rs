@@ -620,6 +620,7 @@ mod tests {
             phase,
             restarts: 0,
             init_done: 0,
+            unready: Vec::new(),
             last_exit: None,
             failure: None,
             times: Default::default(),

@@ -102,6 +102,7 @@ fn replica(name: &str, addr: SocketAddr) -> ReplicaStatus {
         phase: ReplicaPhase::Ready,
         restarts: 0,
         init_done: 0,
+        unready: Vec::new(),
         last_exit: None,
         failure: None,
         times: Default::default(),

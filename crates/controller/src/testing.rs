@@ -220,6 +220,7 @@ pub fn replica(name: &str, phase: ReplicaPhase) -> ReplicaStatus {
         phase,
         restarts: 0,
         init_done: 0,
+        unready: Vec::new(),
         last_exit: None,
         failure: None,
         times: Default::default(),
@@ -231,6 +232,7 @@ pub fn crashed_replica(name: &str, code: i32, message: &str) -> ReplicaStatus {
     ReplicaStatus {
         restarts: 1,
         init_done: 0,
+        unready: Vec::new(),
         last_exit: Some(ExitInfo {
             reason: None,
             code: Some(code),

@@ -148,6 +148,10 @@ pub struct ReplicaStatus {
     /// How many of the pod's init containers have run to completion in the replica's
     /// sandbox, in order; the app containers start once all have (as a pod's do).
     pub init_done: u32,
+    /// The app containers whose readiness probe has not passed in the current run (the
+    /// serving container's and, under `multi-container-probing`, the sidecars'); the
+    /// others are ready once started. Empty while the replica is Ready.
+    pub unready: Vec<String>,
     /// How the process last ended, if it ever did.
     pub last_exit: Option<ExitInfo>,
     /// Why it is not starting, when the platform cannot run it at all (e.g. an `image`

@@ -335,6 +335,15 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
         && replica.failure.is_none()
         && replica.phase != ReplicaPhase::BackOff;
     let ready = replica.phase == ReplicaPhase::Ready;
+    // A container is ready while the replica is, or (on the way there, or out of rotation)
+    // when it runs and its readiness probe is not among those the platform reports unmet;
+    // with no report, none is.
+    let container_ready = |name: &str| {
+        ready
+            || (running
+                && !replica.unready.is_empty()
+                && !replica.unready.iter().any(|u| u == name))
+    };
     let created = time(replica.times.created);
     // The app containers' last exit (an init container's is its own, below).
     let app_exit = replica
@@ -364,7 +373,7 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
                 "name": name,
                 "image": image,
                 "imageID": image_id(image),
-                "ready": ready,
+                "ready": container_ready(name),
                 "started": running,
                 // Init containers that keep failing restart, not the app containers.
                 "restartCount": if initialized { replica.restarts } else { 0 },
@@ -423,9 +432,14 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
     let unready = if ready {
         None
     } else {
+        let unready: Vec<&str> = names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| !container_ready(n))
+            .collect();
         Some(format!(
             "containers with unready status: [{}]",
-            names.join(" ")
+            unready.join(" ")
         ))
     };
     let cond = |type_: &str, ok: bool, at: &Value| {
@@ -747,6 +761,7 @@ mod tests {
             phase,
             restarts: 0,
             init_done: 0,
+            unready: Vec::new(),
             last_exit: None,
             failure: None,
             times: ReplicaTimes {
@@ -889,6 +904,52 @@ mod tests {
         stopping.times.ready_changed = at(30);
         let s = make_pod(&r, &t, &stopping, "node");
         assert!(s["metadata"]["deletionTimestamp"].is_string());
+    }
+
+    #[test]
+    fn each_container_is_ready_as_its_probe_says() {
+        let mut r = rev();
+        let serving = r.spec.pod.containers[0].name.clone();
+        r.spec.pod.containers.push(wisp_api::serving::Container {
+            name: "proxy".into(),
+            image: "example.com/proxy@sha256:1".into(),
+            ..Default::default()
+        });
+        let t = Template {
+            template: pod_template(&r, &r.spec.pod),
+            hash: "h".into(),
+        };
+        let ready = |p: &Value| -> Vec<bool> {
+            p["status"]["containerStatuses"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["ready"].as_bool().unwrap())
+                .collect()
+        };
+        // The serving container passed its probe; the sidecar's is still unmet.
+        let mut rep = replica("p", ReplicaPhase::Starting, "10.88.0.5:8080");
+        rep.unready = vec!["proxy".into()];
+        let p = make_pod(&r, &t, &rep, "node");
+        assert_eq!(ready(&p), [true, false]);
+        let cond = &p["status"]["conditions"][2];
+        assert_eq!(
+            (&cond["type"], &cond["status"]),
+            (&"Ready".into(), &"False".into())
+        );
+        assert_eq!(cond["message"], "containers with unready status: [proxy]");
+        // Both unmet; then no report at all (not running yet): none is ready.
+        rep.unready = vec![serving.clone(), "proxy".into()];
+        assert_eq!(ready(&make_pod(&r, &t, &rep, "node")), [false, false]);
+        rep.unready.clear();
+        let p = make_pod(&r, &t, &rep, "node");
+        assert_eq!(ready(&p), [false, false]);
+        assert_eq!(
+            p["status"]["conditions"][2]["message"],
+            format!("containers with unready status: [{serving} proxy]")
+        );
+        rep.phase = ReplicaPhase::Ready;
+        assert_eq!(ready(&make_pod(&r, &t, &rep, "node")), [true, true]);
     }
 
     #[test]

@@ -565,12 +565,22 @@ impl ContainerLauncher {
             took = ?netns_started.elapsed(),
             "network namespace made"
         );
-        let target = probe::Target {
-            address: replica.address,
-            env: Arc::new([]),
-            working_dir: None,
-            exec_prefix: self.engine.exec_prefix(&ctrs[0]).into(),
-        };
+        // One network namespace per replica: every app container's probes reach it at the
+        // replica's IP (a sidecar's at the port it names); exec probes run in the
+        // container they belong to.
+        let targets = containers
+            .iter()
+            .zip(&ctrs)
+            .map(|(c, ctr)| {
+                let target = probe::Target {
+                    address: replica.address,
+                    env: Arc::new([]),
+                    working_dir: None,
+                    exec_prefix: self.engine.exec_prefix(ctr).into(),
+                };
+                (c.name.clone(), target)
+            })
+            .collect();
         Ok(ContainerSandbox {
             containers: ctrs,
             init_names: spec
@@ -580,7 +590,7 @@ impl ContainerLauncher {
                 .map(|c| c.name.clone())
                 .collect(),
             inits,
-            target,
+            targets,
             engine: self.engine.clone(),
             hierarchies: self.hierarchies.clone(),
             net: self.net.clone(),
@@ -790,9 +800,7 @@ impl Launcher for ContainerLauncher {
     }
 
     fn left_out(&self, pod: &PodSpec) -> Vec<String> {
-        let mut out: Vec<String> = crate::process::launch::unprobed_sidecars(pod)
-            .into_iter()
-            .collect();
+        let mut out = Vec::new();
         // Volumes no container mounts have nothing to do.
         let unmounted: Vec<&str> = pod
             .volumes
@@ -1196,7 +1204,8 @@ struct ContainerSandbox {
     /// The init containers, in order, and their names.
     inits: Vec<Ctr>,
     init_names: Vec<String>,
-    target: probe::Target,
+    /// What each app container's probes run against, by name.
+    targets: Vec<(String, probe::Target)>,
     engine: Engine,
     hierarchies: Arc<[cgroups::Hierarchy]>,
     net: Network,
@@ -1206,8 +1215,11 @@ struct ContainerSandbox {
 }
 
 impl Sandbox for ContainerSandbox {
-    fn target(&self) -> &probe::Target {
-        &self.target
+    fn target(&self, container: &str) -> Option<&probe::Target> {
+        self.targets
+            .iter()
+            .find(|(name, _)| name == container)
+            .map(|(_, t)| t)
     }
 
     fn refresh(&self) -> BoxFut<'_, ()> {

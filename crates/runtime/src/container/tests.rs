@@ -1170,3 +1170,67 @@ async fn init_containers_run_in_the_sandbox_before_the_app_and_a_failing_one_hol
     p.shutdown().await;
     fx.assert_torn_down();
 }
+
+both_runtimes!(sidecar_probes_reach_the_sidecar_and_gate_the_replica, 42);
+/// `multi-container-probing` on the container runtime: a sidecar's TCP probe reaches its
+/// own port at the replica's IP, and its exec probe runs in the sidecar's own container (the
+/// app does not mount the volume it checks); until both pass, the replica is not Ready.
+async fn sidecar_probes_reach_the_sidecar_and_gate_the_replica(rt: Rt, n: u8) {
+    require_containers!();
+    let fx = Fixture::new(rt, n);
+    let p = fx.platform();
+    tokio::time::timeout(WAIT, p.cleaned_up()).await.unwrap();
+    let mut web = hello("web");
+    web.ports.clear();
+    web.env.push(EnvVar {
+        name: "PORT".into(),
+        value: Some("9091".into()),
+        ..EnvVar::default()
+    });
+    web.readiness_probe = Some(wisp_api::serving::Probe {
+        tcp_socket: Some(wisp_api::serving::TcpSocketAction {
+            port: 9091.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let mut gate = bash("gate", "while :; do sleep 0.1; done");
+    gate.volume_mounts =
+        serde_json::from_value(serde_json::json!([{"name": "flags", "mountPath": "/flags"}]))
+            .unwrap();
+    gate.readiness_probe = Some(exec_probe(&["/bin/bash", "-c", "[ -e /flags/open ]"]));
+    let mut s = spec(
+        "gated",
+        vec![hello("user-container"), web, gate],
+        Duration::from_secs(1),
+    );
+    s.pod.volumes =
+        serde_json::from_value(serde_json::json!([{"name": "flags", "emptyDir": {}}])).unwrap();
+    p.scale(&s, 1);
+    // The app and web are ready; the gate is not, nor is the replica.
+    wait_for(&p, &s.key, "only the gate unready", |r| {
+        r.first()
+            .filter(|r| r.unready == ["gate"] && r.phase == crate::ReplicaPhase::Starting)
+            .map(drop)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        p.replicas(&s.key)[0].phase,
+        crate::ReplicaPhase::Starting,
+        "not Ready while a sidecar is not"
+    );
+    // The emptyDir, as the host sees it: `<state>/sandboxes/<sandbox>/volumes/flags`.
+    let sandboxes = fx.options.state_dir.join("sandboxes");
+    let flags = std::fs::read_dir(&sandboxes)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path().join("volumes/flags"))
+        .find(|p| p.is_dir())
+        .expect("the sandbox's emptyDir");
+    std::fs::write(flags.join("open"), "").unwrap();
+    let r = wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    assert!(r[0].unready.is_empty());
+    p.shutdown().await;
+    fx.assert_torn_down();
+}

@@ -76,18 +76,27 @@ impl Launcher for ProcessLauncher {
                 .iter()
                 .map(|c| host_command(&replica, c, None, false))
                 .collect::<Result<Vec<_>, _>>()?;
-            let target = probe::Target {
-                address: replica.address,
-                env: serving.env.clone(),
-                working_dir: serving.working_dir.clone(),
-                exec_prefix: Arc::new([]),
-            };
+            // Sidecars share the host's network: their probes reach the ports they name
+            // on loopback, the replica's IP. Exec probes run with the container's env and
+            // working directory.
+            let targets = std::iter::once(&serving)
+                .chain(&sidecars)
+                .map(|c| {
+                    let target = probe::Target {
+                        address: replica.address,
+                        env: c.env.clone(),
+                        working_dir: c.working_dir.clone(),
+                        exec_prefix: Arc::new([]),
+                    };
+                    (c.name.clone(), target)
+                })
+                .collect();
             Ok(Box::new(HostProcess {
                 init_names: inits.iter().map(|c| c.name.clone()).collect(),
                 serving,
                 sidecars,
                 inits,
-                target,
+                targets,
                 replica,
                 state_dir: self.state_dir.clone(),
             }) as Box<dyn Sandbox>)
@@ -192,14 +201,18 @@ struct HostProcess {
     sidecars: Vec<HostCommand>,
     inits: Vec<HostCommand>,
     init_names: Vec<String>,
-    target: probe::Target,
+    /// What each app container's probes run against, by name.
+    targets: Vec<(String, probe::Target)>,
     replica: ReplicaInfo,
     state_dir: PathBuf,
 }
 
 impl Sandbox for HostProcess {
-    fn target(&self) -> &probe::Target {
-        &self.target
+    fn target(&self, container: &str) -> Option<&probe::Target> {
+        self.targets
+            .iter()
+            .find(|(name, _)| name == container)
+            .map(|(_, t)| t)
     }
 
     fn start(&self) -> BoxFut<'_, Result<Launched, String>> {
@@ -427,10 +440,10 @@ pub(crate) fn failure(spec: &ReplicaSpec) -> Option<Failure> {
 
 /// The parts of a revision's pod the process platform runs without, named for the log: it
 /// runs every container's `command` (init containers first, then the serving container and
-/// its sidecars in one process group), with their env, working directories and the serving
-/// container's probes, on the host as wisp's user. Empty when it runs the whole pod.
+/// its sidecars in one process group), with their env, working directories and probes, on
+/// the host as wisp's user. Empty when it runs the whole pod.
 pub fn left_out(pod: &PodSpec) -> Vec<String> {
-    let mut out: Vec<String> = super::launch::unprobed_sidecars(pod).into_iter().collect();
+    let mut out = Vec::new();
     if !pod.volumes.is_empty() {
         let volumes: Vec<&str> = pod.volumes.iter().map(|v| v.name.as_str()).collect();
         out.push(format!("volume(s) {}", volumes.join(", ")));

@@ -59,23 +59,6 @@ pub(crate) trait Launcher: Send + Sync + 'static {
     fn shutdown(&self) -> BoxFut<'_, ()>;
 }
 
-/// The sidecars whose probes no launcher runs, named for [`Launcher::left_out`]: only the
-/// serving container is probed (Knative probes sidecars only under
-/// `multi-container-probing`, which wisp admits but does not run).
-pub(crate) fn unprobed_sidecars(pod: &PodSpec) -> Option<String> {
-    let serving = pod.serving_container().map(|c| c.name.as_str());
-    let names: Vec<&str> = pod
-        .containers
-        .iter()
-        .filter(|c| Some(c.name.as_str()) != serving)
-        .filter(|c| {
-            c.readiness_probe.is_some() || c.liveness_probe.is_some() || c.startup_probe.is_some()
-        })
-        .map(|c| c.name.as_str())
-        .collect();
-    (!names.is_empty()).then(|| format!("the probes of sidecar container(s) {}", names.join(", ")))
-}
-
 /// Who a sandbox is for.
 #[derive(Clone)]
 pub(crate) struct ReplicaInfo {
@@ -117,8 +100,8 @@ impl ReplicaInfo {
 /// A replica's lasting environment: created once, started many times, removed when the
 /// replica goes away.
 pub(crate) trait Sandbox: Send + Sync {
-    /// What probes run against.
-    fn target(&self) -> &probe::Target;
+    /// What the probes of app container `container` run against (None: no such container).
+    fn target(&self, container: &str) -> Option<&probe::Target>;
 
     /// Starts one run of the replica. Err: it could not start (reported like a container
     /// that failed to start, exit code 128).

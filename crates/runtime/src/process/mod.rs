@@ -15,7 +15,9 @@
 //!   two replicas cannot both have 8080: each replica gets a free loopback port of its own
 //!   (chosen by binding `127.0.0.1:0`), passed in `PORT` as Knative does, and its
 //!   [`address`](crate::ReplicaStatus::address) is `127.0.0.1:<port>`. The declared
-//!   `containerPort` is not used. Probes target that port too, whatever port they name.
+//!   `containerPort` is not used. The serving container's probes target that port too,
+//!   whatever port they name; a sidecar's (under `multi-container-probing`) the port they
+//!   name on loopback, where the sidecar listens.
 //! - **Environment.** A container does not inherit the node's environment and neither does
 //!   a replica, except for the few variables a host binary needs to run at all
 //!   ([`PASS_THROUGH`]); then `PORT`, `K_SERVICE`, `K_CONFIGURATION`, `K_REVISION` and the
@@ -229,6 +231,20 @@ impl ReplicaEntry {
 }
 
 pub(crate) use wisp_sync::lock;
+
+/// The reason a revision whose sidecar probe names no port fails with.
+pub const PROBE_PORT_MISSING: &str = "CreateContainerConfigError";
+
+/// Why the pod's probes cannot run, whatever the platform: a sidecar's probe that names
+/// no port to reach (Knative fails such a revision's deployment; see [`probe::plan`]).
+fn probe_failure(pod: &wisp_api::serving::PodSpec) -> Option<Failure> {
+    // Without a serving container the launcher's own failure is reported first.
+    pod.serving_container()?;
+    probe::plan(pod).err().map(|message| Failure {
+        reason: PROBE_PORT_MISSING.into(),
+        message,
+    })
+}
 
 /// A new replica's name: `<prefix><5 random characters>` as a ReplicaSet names its pods
 /// (kube's `names.SimpleNameGenerator`: `utilrand.String(5)` over an alphabet without
@@ -498,7 +514,10 @@ impl Inner {
             }
             rev.removing = false;
             rev.desired = replicas;
-            rev.failure = self.launcher.failure(spec);
+            rev.failure = self
+                .launcher
+                .failure(spec)
+                .or_else(|| probe_failure(&spec.pod));
             if rev.failure.is_none() {
                 changed |= self.converge(&mut state.next_id, rev, &spec.key, &mut taken);
             }
@@ -578,6 +597,7 @@ impl Inner {
                         phase: ReplicaPhase::Starting,
                         restarts: 0,
                         init_done: 0,
+                        unready: Vec::new(),
                         last_exit: None,
                         failure: None,
                         times: crate::ReplicaTimes {
@@ -681,6 +701,7 @@ impl Inner {
                 phase: ReplicaPhase::Starting,
                 restarts: 0,
                 init_done: 0,
+                unready: Vec::new(),
                 last_exit: None,
                 failure: Some(failure.clone()),
                 times: Default::default(),

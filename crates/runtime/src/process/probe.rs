@@ -17,9 +17,18 @@
 //! - **Startup**, when present, runs first; readiness and liveness begin only after it
 //!   succeeds, and `failureThreshold` failures restart the replica.
 //!
-//! Every probe targets the replica's own loopback port whatever `port` the probe names: the
-//! API defaults and validates probe ports to the container port, and the process runtime
-//! gives each replica its own port instead (see the module docs of `process`). `grpc`
+//! With `multi-container-probing` (Knative's `pkg/reconciler/revision/resources/queue.go`
+//! passes every container's readiness probe to the queue-proxy, which evaluates the list as
+//! in `pkg/queue/readiness/probe.go`: ready only when each one is), the sidecars' probes run
+//! here too, each container's in the same way and at once: the replica is Ready only while
+//! every probed container is, and any container's failing liveness or startup probe
+//! restarts the replica. A container without a readiness probe is ready once started.
+//!
+//! Every probe of the serving container targets the replica's own port whatever `port` the
+//! probe names: the API defaults and validates probe ports to the container port, and the
+//! process runtime gives each replica its own port instead (see the module docs of
+//! `process`). A sidecar's probes go to the port they name, at the replica's IP (its
+//! network namespace's on the container runtime, loopback on the process runtime). `grpc`
 //! probes are checked as a TCP connect (no gRPC client in wisp yet), as are `httpGet` probes
 //! with `scheme: HTTPS` (no TLS client); `exec` probes run in the replica's working directory
 //! with its environment.
@@ -33,9 +42,9 @@ use tokio::{
     net::TcpStream,
     time::{Instant, sleep, sleep_until, timeout},
 };
-use wisp_api::serving::Probe;
+use wisp_api::serving::{Container, PodSpec, Probe};
 
-use super::ProcessOptions;
+use super::{ProcessOptions, lock};
 
 /// `User-Agent` of HTTP probes: what the kubelet sends, so that apps (and the queue-proxy
 /// logic that recognises probes) treat wisp's probes the same way.
@@ -46,6 +55,16 @@ pub(crate) enum Kind {
     Readiness,
     Liveness,
     Startup,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::Readiness => "readiness",
+            Kind::Liveness => "liveness",
+            Kind::Startup => "startup",
+        }
+    }
 }
 
 /// A probe's timing, with Kubernetes' defaults filled in.
@@ -127,11 +146,14 @@ pub(crate) fn action(p: &Probe) -> Action {
     Action::Tcp
 }
 
-/// A probe ready to run: what and when.
-#[derive(Clone, Debug)]
+/// A probe ready to run: what, where and when.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Spec {
     pub action: Action,
     pub timing: Timing,
+    /// The port HTTP and TCP probes connect to, at the target's IP. None: the target's own
+    /// address (the serving container's probes, which always reach the replica's port).
+    pub port: Option<u16>,
 }
 
 impl Spec {
@@ -139,26 +161,36 @@ impl Spec {
         Spec {
             action: action(p),
             timing: timing(p, kind),
+            port: None,
         }
+    }
+
+    /// Where an HTTP or TCP attempt of this probe connects.
+    fn address(&self, target: &Target) -> SocketAddr {
+        self.port.map_or(target.address, |port| {
+            SocketAddr::new(target.address.ip(), port)
+        })
     }
 }
 
-/// The probes of a container. Readiness always exists: the API defaults one, and a missing
-/// one is a TCP probe here too.
-#[derive(Clone, Debug)]
+/// The probes of a container.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Probes {
-    pub readiness: Spec,
+    /// None: ready once started (a sidecar without one). The serving container always has
+    /// one: the API defaults one, and a missing one is a TCP probe here too.
+    pub readiness: Option<Spec>,
     pub liveness: Option<Spec>,
     pub startup: Option<Spec>,
 }
 
 impl Probes {
-    pub fn of(c: &wisp_api::serving::Container) -> Self {
+    /// The serving container's probes: at the replica's own port.
+    pub fn of(c: &Container) -> Self {
         Probes {
-            readiness: c.readiness_probe.as_ref().map_or_else(
+            readiness: Some(c.readiness_probe.as_ref().map_or_else(
                 || Spec::new(&Probe::default(), Kind::Readiness),
                 |p| Spec::new(p, Kind::Readiness),
-            ),
+            )),
             liveness: c
                 .liveness_probe
                 .as_ref()
@@ -169,6 +201,97 @@ impl Probes {
                 .map(|p| Spec::new(p, Kind::Startup)),
         }
     }
+
+    /// A sidecar's probes, each at the port it names. Err: a probe that names no port.
+    pub fn of_sidecar(c: &Container) -> Result<Self, String> {
+        let spec = |p: &Option<Probe>, kind: Kind| -> Result<Option<Spec>, String> {
+            p.as_ref()
+                .map(|p| {
+                    Ok(Spec {
+                        port: sidecar_port(p, c, kind)?,
+                        ..Spec::new(p, kind)
+                    })
+                })
+                .transpose()
+        };
+        Ok(Probes {
+            readiness: spec(&c.readiness_probe, Kind::Readiness)?,
+            liveness: spec(&c.liveness_probe, Kind::Liveness)?,
+            startup: spec(&c.startup_probe, Kind::Startup)?,
+        })
+    }
+
+    fn any(&self) -> bool {
+        self.readiness.is_some() || self.liveness.is_some() || self.startup.is_some()
+    }
+}
+
+/// The port a sidecar's probe connects to. Knative's `makeQueueContainer`
+/// (`pkg/reconciler/revision/resources/queue.go`) takes a sidecar readiness probe's
+/// `httpGet`/`tcpSocket` port (a number) or its `grpc` port, and fails the revision's
+/// deployment when it names none; an `exec` probe has no port. The kubelet, which runs
+/// the liveness and startup probes, resolves a named port among the container's ports.
+fn sidecar_port(p: &Probe, c: &Container, kind: Kind) -> Result<Option<u16>, String> {
+    use serde_json::Value;
+    let named = |v: &Value| -> Option<i64> {
+        match v {
+            Value::Number(n) => n.as_i64(),
+            Value::String(s) => s.parse().ok().or_else(|| {
+                (kind != Kind::Readiness)
+                    .then(|| c.ports.iter().find(|port| port.name == *s))
+                    .flatten()
+                    .map(|port| port.container_port)
+            }),
+            _ => None,
+        }
+    };
+    let port = if let Some(h) = &p.http_get {
+        named(&h.port)
+    } else if let Some(t) = &p.tcp_socket {
+        named(&t.port)
+    } else if let Some(g) = &p.grpc {
+        Some(g.port)
+    } else if p.exec.is_some() {
+        return Ok(None);
+    } else {
+        None
+    };
+    match port.and_then(|p| u16::try_from(p).ok()).filter(|p| *p > 0) {
+        Some(port) => Ok(Some(port)),
+        None => Err(format!(
+            "sidecar {} probe does not define probe port on container: {}",
+            kind.name(),
+            c.name
+        )),
+    }
+}
+
+/// What wisp probes of a pod: the serving container (always), then every sidecar with a
+/// probe, by name. Err: the pod has no serving container, or a sidecar's probe names no
+/// port (the message says which).
+pub(crate) fn plan(pod: &PodSpec) -> Result<Vec<(String, Probes)>, String> {
+    let serving = pod
+        .serving_container()
+        .ok_or_else(|| "the revision has no container to run".to_string())?;
+    let mut out = vec![(serving.name.clone(), Probes::of(serving))];
+    for c in pod.containers.iter().filter(|c| c.name != serving.name) {
+        let probes = Probes::of_sidecar(c)?;
+        if probes.any() {
+            out.push((c.name.clone(), probes));
+        }
+    }
+    Ok(out)
+}
+
+/// One container's probes with what they run against.
+#[derive(Clone, Debug)]
+pub(crate) struct ContainerProbes {
+    pub name: String,
+    /// The serving container's failures are reported as they always were; a sidecar's
+    /// name it.
+    pub sidecar: bool,
+    pub probes: Probes,
+    pub target: Target,
 }
 
 /// What a probe attempt runs against.
@@ -214,15 +337,12 @@ pub(crate) fn readiness(ready: bool, streak: Streak, t: &Timing) -> bool {
 }
 
 /// Runs one attempt; Err carries a reason for the logs.
-pub(crate) async fn attempt(
-    action: &Action,
-    target: &Target,
-    limit: Duration,
-) -> Result<(), String> {
+pub(crate) async fn attempt(spec: &Spec, target: &Target, limit: Duration) -> Result<(), String> {
+    let address = spec.address(target);
     let run = async {
-        match action {
-            Action::Tcp => connect(target.address).await.map(drop),
-            Action::Http { path, headers } => http_get(target.address, path, headers).await,
+        match &spec.action {
+            Action::Tcp => connect(address).await.map(drop),
+            Action::Http { path, headers } => http_get(address, path, headers).await,
             Action::Exec { argv } => exec(argv, target).await,
         }
     };
@@ -340,28 +460,83 @@ async fn exec(argv: &[String], target: &Target) -> Result<(), String> {
     }
 }
 
-/// Runs a replica's probes until one of them says the replica must be restarted (returns
-/// the reason). Readiness changes are reported through `report` as they happen.
+/// Runs the probes of a replica's containers until one of them says the replica must be
+/// restarted (returns the reason). Changes in readiness are reported through `report`, as
+/// the containers whose readiness is not met (none: the replica is Ready).
 pub(crate) async fn run(
-    probes: &Probes,
-    target: &Target,
+    containers: &[ContainerProbes],
+    opts: &ProcessOptions,
+    report: &(dyn Fn(Vec<String>) + Send + Sync),
+) -> String {
+    let ready = std::sync::Mutex::new(vec![false; containers.len()]);
+    let set = |i: usize, now: bool| {
+        let unready = {
+            let mut ready = lock(&ready);
+            if ready[i] == now {
+                return;
+            }
+            ready[i] = now;
+            unready(containers, &ready)
+        };
+        report(unready);
+    };
+    let set = &set;
+    let reports: Vec<_> = (0..containers.len())
+        .map(|i| move |now: bool| set(i, now))
+        .collect();
+    let each = containers
+        .iter()
+        .zip(&reports)
+        .map(|(c, report)| Box::pin(run_container(c, opts, report)));
+    if containers.is_empty() {
+        return std::future::pending().await;
+    }
+    futures_util::future::select_all(each).await.0
+}
+
+/// The names of the containers not ready, by each one's readiness.
+fn unready(containers: &[ContainerProbes], ready: &[bool]) -> Vec<String> {
+    containers
+        .iter()
+        .zip(ready)
+        .filter(|(_, ready)| !**ready)
+        .map(|(c, _)| c.name.clone())
+        .collect()
+}
+
+/// One container's probes, as the kubelet runs them: startup first, then liveness and
+/// readiness side by side.
+async fn run_container(
+    c: &ContainerProbes,
     opts: &ProcessOptions,
     report: &(dyn Fn(bool) + Send + Sync),
 ) -> String {
-    if let Some(startup) = &probes.startup
+    let named = |reason: String| {
+        if c.sidecar {
+            format!("container {}: {reason}", c.name)
+        } else {
+            reason
+        }
+    };
+    let target = &c.target;
+    if let Some(startup) = &c.probes.startup
         && let Err(reason) = until_started(startup, target).await
     {
-        return reason;
+        return named(reason);
     }
     let liveness = async {
-        match &probes.liveness {
+        match &c.probes.liveness {
             Some(spec) => until_dead(spec, target).await,
             None => std::future::pending().await,
         }
     };
+    let Some(readiness) = &c.probes.readiness else {
+        report(true);
+        return named(liveness.await);
+    };
     tokio::select! {
-        reason = liveness => reason,
-        never = readiness_loop(&probes.readiness, target, opts, report) => match never {},
+        reason = liveness => named(reason),
+        never = readiness_loop(readiness, target, opts, report) => match never {},
     }
 }
 
@@ -372,7 +547,7 @@ async fn until_started(spec: &Spec, target: &Target) -> Result<(), String> {
     let mut streak = Streak::default();
     loop {
         let next = Instant::now() + period;
-        let result = attempt(&spec.action, target, t.timeout).await;
+        let result = attempt(spec, target, t.timeout).await;
         streak.record(result.is_ok());
         match result {
             Ok(()) if streak.successes >= t.success_threshold => return Ok(()),
@@ -392,7 +567,7 @@ async fn until_dead(spec: &Spec, target: &Target) -> String {
     let mut streak = Streak::default();
     loop {
         let next = Instant::now() + period;
-        let result = attempt(&spec.action, target, t.timeout).await;
+        let result = attempt(spec, target, t.timeout).await;
         streak.record(result.is_ok());
         if let Err(e) = result
             && streak.failures >= t.failure_threshold
@@ -429,12 +604,12 @@ async fn readiness_loop(
         };
         let next = Instant::now() + interval;
         attempts = attempts.saturating_add(1);
-        let result = attempt(&spec.action, target, limit).await;
+        let result = attempt(spec, target, limit).await;
         streak.record(result.is_ok());
         let now = readiness(ready, streak, t);
         if now != ready {
             if let Err(e) = &result {
-                tracing::info!(address = %target.address, "readiness probe failed: {e}");
+                tracing::info!(address = %spec.address(target), "readiness probe failed: {e}");
             }
             ready = now;
             been_ready |= now;
@@ -605,6 +780,157 @@ mod tests {
             ready = readiness(ready, streak, &t);
             assert_eq!(ready, want, "step {i}");
         }
+    }
+
+    #[test]
+    fn the_plan_probes_the_serving_container_and_each_probed_sidecar_at_its_port() {
+        let port = |name: &str, n: i64| wisp_api::serving::ContainerPort {
+            name: name.into(),
+            container_port: n,
+            ..Default::default()
+        };
+        let c = |name: &str| Container {
+            name: name.into(),
+            ..Default::default()
+        };
+        let http = |port: serde_json::Value| Probe {
+            http_get: Some(HttpGetAction {
+                port,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let tcp = |port: serde_json::Value| Probe {
+            tcp_socket: Some(TcpSocketAction {
+                port,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let grpc = |port: i64| Probe {
+            grpc: Some(GrpcAction {
+                port,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let exec = Probe {
+            exec: Some(ExecAction {
+                command: vec!["true".into()],
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let serving = Container {
+            ports: vec![port("", 8080)],
+            ..c("app")
+        };
+        let pod = |sidecars: Vec<Container>| PodSpec {
+            containers: std::iter::once(serving.clone()).chain(sidecars).collect(),
+            ..Default::default()
+        };
+        // Each case: the sidecars, then per probed container its name and the ports of its
+        // (readiness, liveness, startup) probes, or the failure.
+        type Ports = (
+            Option<Option<u16>>,
+            Option<Option<u16>>,
+            Option<Option<u16>>,
+        );
+        type Want = Result<Vec<(&'static str, Ports)>, &'static str>;
+        let cases: Vec<(&str, Vec<Container>, Want)> = vec![
+            (
+                "no probes on the sidecar: only the serving container, at its own port",
+                vec![c("proxy")],
+                Ok(vec![("app", (Some(None), None, None))]),
+            ),
+            (
+                "every kind, every handler",
+                vec![Container {
+                    ports: vec![port("admin", 9901)],
+                    readiness_probe: Some(http(8090.into())),
+                    liveness_probe: Some(tcp("admin".into())),
+                    startup_probe: Some(grpc(9000)),
+                    ..c("proxy")
+                }],
+                Ok(vec![
+                    ("app", (Some(None), None, None)),
+                    (
+                        "proxy",
+                        (Some(Some(8090)), Some(Some(9901)), Some(Some(9000))),
+                    ),
+                ]),
+            ),
+            (
+                "a numeric string is a port; exec has none; no readiness probe: none",
+                vec![Container {
+                    liveness_probe: Some(http("7070".into())),
+                    startup_probe: Some(exec.clone()),
+                    ..c("proxy")
+                }],
+                Ok(vec![
+                    ("app", (Some(None), None, None)),
+                    ("proxy", (None, Some(Some(7070)), Some(None))),
+                ]),
+            ),
+            (
+                "a readiness probe without a port fails as Knative's queue.go does",
+                vec![Container {
+                    readiness_probe: Some(tcp(0.into())),
+                    ..c("proxy")
+                }],
+                Err("sidecar readiness probe does not define probe port on container: proxy"),
+            ),
+            (
+                "the queue-proxy does not resolve a named readiness port",
+                vec![Container {
+                    ports: vec![port("admin", 9901)],
+                    readiness_probe: Some(http("admin".into())),
+                    ..c("proxy")
+                }],
+                Err("sidecar readiness probe does not define probe port on container: proxy"),
+            ),
+            (
+                "an unknown named liveness port",
+                vec![Container {
+                    liveness_probe: Some(tcp("nope".into())),
+                    ..c("proxy")
+                }],
+                Err("sidecar liveness probe does not define probe port on container: proxy"),
+            ),
+        ];
+        let ports = |p: &Probes| -> Ports {
+            (
+                p.readiness.as_ref().map(|s| s.port),
+                p.liveness.as_ref().map(|s| s.port),
+                p.startup.as_ref().map(|s| s.port),
+            )
+        };
+        for (what, sidecars, want) in cases {
+            let got = plan(&pod(sidecars)).map(|list| {
+                list.iter()
+                    .map(|(name, p)| (name.clone(), ports(p)))
+                    .collect::<Vec<_>>()
+            });
+            let want = want
+                .map(|l| l.into_iter().map(|(n, p)| (n.to_string(), p)).collect())
+                .map_err(str::to_string);
+            assert_eq!(got, want, "{what}");
+        }
+        assert!(plan(&PodSpec::default()).is_err());
+    }
+
+    #[test]
+    fn a_probe_with_a_port_connects_there_at_the_target_ip() {
+        let target = Target {
+            address: "10.0.0.5:8080".parse().unwrap(),
+            env: Arc::new([]),
+            working_dir: None,
+            exec_prefix: Arc::new([]),
+        };
+        let mut spec = Spec::new(&Probe::default(), Kind::Readiness);
+        assert_eq!(spec.address(&target), target.address);
+        spec.port = Some(9090);
+        assert_eq!(spec.address(&target), "10.0.0.5:9090".parse().unwrap());
     }
 
     #[test]

@@ -70,10 +70,11 @@ impl Replica {
             _ = cleaned_up.wait_for(|d| *d) => {}
             _ = stop_requested(&mut stop) => {}
         }
-        let probes = match self.spec.serving_container() {
-            Some(c) => probe::Probes::of(c),
-            // `scale` starts no replica of a spec without a serving container (its failure).
-            None => return self.inner.finish(&self.key, self.id, &self.name).await,
+        let probes = match probe::plan(&self.spec.pod) {
+            Ok(probes) => probes,
+            // `scale` starts no replica of a spec without a serving container, or whose
+            // probes cannot run (its failure).
+            Err(_) => return self.inner.finish(&self.key, self.id, &self.name).await,
         };
         let opts = &self.inner.options;
         let mut backoff = Backoff::new(opts.backoff_initial, opts.backoff_max, opts.backoff_reset);
@@ -192,11 +193,25 @@ impl Replica {
     async fn run_once(
         &self,
         sandbox: &dyn Sandbox,
-        probes: &probe::Probes,
+        probes: &[(String, probe::Probes)],
         restarted: bool,
         stop: &mut watch::Receiver<bool>,
         nudge: &mut watch::Receiver<u64>,
     ) -> End {
+        let mut containers = Vec::with_capacity(probes.len());
+        for (i, (name, probes)) in probes.iter().enumerate() {
+            let Some(target) = sandbox.target(name) else {
+                return End::Exited(start_error(format!(
+                    "no probe target for container {name:?}"
+                )));
+            };
+            containers.push(probe::ContainerProbes {
+                name: name.clone(),
+                sidecar: i > 0,
+                probes: probes.clone(),
+                target: target.clone(),
+            });
+        }
         let launched = sandbox.start().await;
         let started_at = SystemTime::now();
         let mut run_no = 0;
@@ -206,6 +221,8 @@ impl Replica {
                 s.restarts += 1;
             }
             s.times.started = Some(started_at);
+            // Not ready until each probed container says so.
+            s.unready = containers.iter().map(|c| c.name.clone()).collect();
             run_no = s.restarts;
         });
         let Launched { outputs, mut run } = match launched {
@@ -221,11 +238,19 @@ impl Replica {
             .map(|(stream, pipe)| self.read_output(stream, pipe, tail.clone(), run_no))
             .collect();
 
-        let report = |ready: bool| {
-            self.set_phase(if ready {
-                ReplicaPhase::Ready
-            } else {
-                ReplicaPhase::NotReady
+        // Ready once no probed container is unready; NotReady when one stops being ready
+        // after that (before, the replica stays Starting).
+        let report = |unready: Vec<String>| {
+            self.update(|s| {
+                let phase = if unready.is_empty() {
+                    ReplicaPhase::Ready
+                } else if s.phase == ReplicaPhase::Ready {
+                    ReplicaPhase::NotReady
+                } else {
+                    s.phase
+                };
+                apply_phase(s, phase);
+                s.unready = unready;
             })
         };
         enum Why {
@@ -233,8 +258,7 @@ impl Replica {
             Stop,
             Restart(String),
         }
-        let target = sandbox.target();
-        let probing = probe::run(probes, target, &self.inner.options, &report);
+        let probing = probe::run(&containers, &self.inner.options, &report);
         tokio::pin!(probing);
         nudge.mark_unchanged();
         let why = loop {
@@ -405,13 +429,16 @@ impl Replica {
     }
 
     fn set_phase(&self, phase: ReplicaPhase) {
-        self.update(|s| {
-            if (s.phase == ReplicaPhase::Ready) != (phase == ReplicaPhase::Ready) {
-                s.times.ready_changed = Some(SystemTime::now());
-            }
-            s.phase = phase;
-        });
+        self.update(|s| apply_phase(s, phase));
     }
+}
+
+/// Moves the replica to `phase`, noting when it became ready or unready.
+fn apply_phase(s: &mut crate::ReplicaStatus, phase: ReplicaPhase) {
+    if (s.phase == ReplicaPhase::Ready) != (phase == ReplicaPhase::Ready) {
+        s.times.ready_changed = Some(SystemTime::now());
+    }
+    s.phase = phase;
 }
 
 /// Removes what is left of an ended run, then waits (briefly) for the rest of its output.

@@ -753,11 +753,7 @@ fn what_the_process_platform_leaves_out_is_named() {
         (
             "everything else in a pod (init containers and sidecars run)",
             full,
-            &[
-                "the probes of sidecar container(s) proxy",
-                "volume(s) cfg",
-                "service account robot",
-            ],
+            &["volume(s) cfg", "service account robot"],
         ),
     ];
     for (what, pod, want) in cases {
@@ -971,6 +967,154 @@ async fn sidecars_run_with_the_replica_in_its_group_and_stop_with_it() {
         "SIGTERM reached the sidecar"
     );
     shut_down(&p, &state, &[sidecar_pid]).await;
+}
+
+/// A port nothing listens on now (bound and released).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `multi-container-probing`: the replica is Ready only once every sidecar's readiness
+/// probe passes too; an exec probe runs with the sidecar's env, an HTTP probe reaches the
+/// sidecar's own port on loopback.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecar_readiness_probes_gate_the_replica() {
+    let (p, dir) = platform(fast());
+    let state = dir.path().join("state");
+    let mut s = pod_spec(
+        "probed-00001",
+        &dir,
+        Vec::new(),
+        sh("app", &dir, "touch $DIR/ready; exec sleep 1000"),
+    );
+    let mut proxy = sh("proxy", &dir, "exec sleep 1000");
+    proxy.env[0].name = "PROXY_DIR".into();
+    proxy.readiness_probe = Some(exec_probe(&["sh", "-c", "test -e $PROXY_DIR/proxy-ready"]));
+    let web_port = free_port();
+    let mut web = sh(
+        "web",
+        &dir,
+        &format!(
+            "while [ ! -e $DIR/web-go ]; do sleep 0.05; done; \
+             cd $DIR && exec python3 -m http.server {web_port} --bind 127.0.0.1"
+        ),
+    );
+    web.readiness_probe = Some(Probe {
+        http_get: Some(HttpGetAction {
+            path: "/".into(),
+            port: web_port.into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    s.pod.containers.extend([proxy, web]);
+    p.scale(&s, 1);
+    let unready = |names: &'static [&'static str]| {
+        move |r: &[ReplicaStatus]| {
+            r.first()
+                .filter(|r| r.unready == names && r.phase == ReplicaPhase::Starting)
+                .cloned()
+        }
+    };
+    // The serving container is ready; the sidecars are not, nor is the replica.
+    wait_for(
+        &p,
+        &s.key,
+        "only the sidecars unready",
+        unready(&["proxy", "web"]),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let r = p.replicas(&s.key);
+    assert_eq!(r[0].phase, ReplicaPhase::Starting, "{r:?}");
+    std::fs::write(dir.path().join("proxy-ready"), "").unwrap();
+    wait_for(&p, &s.key, "only web unready", unready(&["web"])).await;
+    std::fs::write(dir.path().join("web-go"), "").unwrap();
+    let r = wait_for(&p, &s.key, "a ready replica", all_ready(1)).await;
+    assert!(r[0].unready.is_empty(), "{r:?}");
+    assert_eq!(r[0].restarts, 0);
+    // A sidecar that stops being ready takes the replica out of rotation.
+    std::fs::remove_file(dir.path().join("proxy-ready")).unwrap();
+    wait_for(&p, &s.key, "not ready again", |r| {
+        r.first()
+            .filter(|r| r.phase == ReplicaPhase::NotReady && r.unready == ["proxy"])
+            .map(drop)
+    })
+    .await;
+    shut_down(&p, &state, &[]).await;
+}
+
+/// A sidecar readiness probe naming no port fails the revision as Knative fails its
+/// deployment; nothing starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sidecar_probe_without_a_port_is_a_failure_and_nothing_starts() {
+    let (p, dir) = platform(fast());
+    let mut s = pod_spec(
+        "portless-00001",
+        &dir,
+        Vec::new(),
+        sh("app", &dir, "exec sleep 1000"),
+    );
+    let mut proxy = sh("proxy", &dir, "exec sleep 1000");
+    proxy.readiness_probe = Some(Probe {
+        tcp_socket: Some(TcpSocketAction::default()),
+        ..Default::default()
+    });
+    s.pod.containers.push(proxy);
+    p.scale(&s, 1);
+    let r = p.replicas(&s.key);
+    let failure = r[0].failure.clone().expect("a failure");
+    assert_eq!(
+        (failure.reason.as_str(), failure.message.as_str()),
+        (
+            "CreateContainerConfigError",
+            "sidecar readiness probe does not define probe port on container: proxy"
+        )
+    );
+    assert!(recorded_pids(&dir.path().join("state")).is_empty());
+    shut_down(&p, &dir.path().join("state"), &[]).await;
+}
+
+/// A sidecar's failing liveness probe restarts the replica, as the serving container's does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_sidecar_liveness_probe_restarts_the_replica() {
+    let (p, dir) = platform(fast());
+    let state = dir.path().join("state");
+    let mut s = pod_spec(
+        "sidelive-00001",
+        &dir,
+        Vec::new(),
+        sh(
+            "app",
+            &dir,
+            "touch $DIR/ready; echo app up; exec sleep 1000",
+        ),
+    );
+    let mut proxy = sh("proxy", &dir, "exec sleep 1000");
+    proxy.liveness_probe = Some(Probe {
+        period_seconds: Some(1),
+        failure_threshold: Some(1),
+        ..exec_probe(&["sh", "-c", "test -e $DIR/alive"])
+    });
+    s.pod.containers.push(proxy);
+    std::fs::write(dir.path().join("alive"), "").unwrap();
+    p.scale(&s, 1);
+    wait_for(&p, &s.key, "a ready replica", all_ready(1)).await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(p.replicas(&s.key)[0].restarts, 0, "alive: no restart");
+    std::fs::remove_file(dir.path().join("alive")).unwrap();
+    let r = wait_for(&p, &s.key, "a liveness restart", |r| {
+        r.first().filter(|r| r.restarts >= 1).cloned()
+    })
+    .await;
+    // The replica's run was stopped (SIGTERM), not crashed.
+    let exit = r.last_exit.unwrap();
+    assert_eq!((exit.code, exit.signal), (None, Some(15)));
+    shut_down(&p, &state, &[]).await;
 }
 
 #[test]
