@@ -161,6 +161,13 @@ impl Backends {
             .collect()
     }
 
+    /// Calls `f` with every backend (no copy of the set).
+    pub fn for_each(&self, mut f: impl FnMut(&Arc<RevisionBackend>)) {
+        for b in self.map.load().values().flat_map(|m| m.values()) {
+            f(b);
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.map.load().values().map(|m| m.len()).sum()
     }

@@ -81,6 +81,21 @@ pub struct KpaReport {
     pub panic_mode: bool,
 }
 
+impl KpaReport {
+    /// Nothing runs, nothing is wanted and nothing was seen in the windows: a revision at
+    /// rest at zero.
+    pub fn at_rest(&self) -> bool {
+        self.ready == 0
+            && self.not_ready == 0
+            && self.pending == 0
+            && self.terminating == 0
+            && self.requested <= 0
+            && self.desired <= 0
+            && self.stable == 0.0
+            && self.panic == 0.0
+    }
+}
+
 /// foldhash, not SipHash: every proxied request looks its revision up here. A persistent
 /// map: each decision published copies the map, and a copy of a whole hash map per decision
 /// made 10 000 revisions' decisions quadratic.
@@ -146,8 +161,18 @@ impl Scaling {
 
     /// Every revision's latest report (a copy: the lock is held only while copying).
     pub fn reports(&self) -> Vec<(RevisionKey, KpaReport)> {
+        self.reports_where(|_, _| true)
+    }
+
+    /// The latest reports `want` picks (only those are copied: with ten thousand revisions
+    /// at rest, a sampler that wants the busy ones copies no key of the others).
+    pub fn reports_where(
+        &self,
+        mut want: impl FnMut(&RevisionKey, &KpaReport) -> bool,
+    ) -> Vec<(RevisionKey, KpaReport)> {
         wisp_sync::lock(&self.reports)
             .iter()
+            .filter(|(k, r)| want(k, r))
             .map(|(k, r)| (k.clone(), *r))
             .collect()
     }

@@ -3,8 +3,9 @@
 //! request rate and latency quantiles over the last 10 s from the revision's request
 //! histograms. The console charts it; `wisp top` reads the newest point.
 //!
-//! Memory is spent only on revisions that did something: a revision whose every point in
-//! the window would be zero keeps no points.
+//! Memory and time are spent only on revisions that did something: a revision whose every
+//! point in the window would be zero keeps no points, and one that never had a request
+//! nor a busy KPA is not even read.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -111,7 +112,8 @@ pub fn point(t: i64, r: &Reading, earlier: Option<&(i64, Snapshot)>) -> Point {
 }
 
 impl History {
-    /// Takes one point of every revision at `t` (unix ms).
+    /// Takes one point of every revision read at `t` (unix ms); a revision with a series
+    /// that is not read is gone (see [`read`]: one with a series is always read).
     pub fn sample(&self, t: i64, readings: Vec<(RevisionKey, Reading)>) {
         let mut all = wisp_sync::lock(&self.series);
         let live: std::collections::HashSet<&RevisionKey> =
@@ -146,6 +148,11 @@ impl History {
             .unwrap_or_default()
     }
 
+    /// The revisions that have a series.
+    pub fn keys(&self) -> std::collections::HashSet<RevisionKey> {
+        wisp_sync::lock(&self.series).keys().cloned().collect()
+    }
+
     /// Every revision's newest point (an idle revision: none).
     pub fn latest(&self) -> HashMap<RevisionKey, Point> {
         wisp_sync::lock(&self.series)
@@ -155,24 +162,36 @@ impl History {
     }
 }
 
-/// What the data plane and the KPA say now about every revision.
-pub fn read(backends: &Backends, scaling: &Scaling) -> Vec<(RevisionKey, Reading)> {
-    let mut reports: HashMap<RevisionKey, KpaReport> = scaling.reports().into_iter().collect();
-    backends
-        .all()
-        .iter()
-        .map(|b| {
-            let key = b.key().clone();
-            let requests = b
-                .observe()
-                .metrics
-                .as_ref()
-                .map(|m| m.total())
-                .unwrap_or_default();
-            let kpa = reports.remove(&key);
-            (key, Reading { kpa, requests })
-        })
-        .collect()
+/// What the data plane and the KPA say now about the revisions worth a point: those that
+/// have a series, had a request since wisp started, or whose KPA is not at rest. The
+/// others — with ten thousand services, nearly all — cost an atomic load each: no key is
+/// copied and nothing is kept for them ("nothing periodic per idle object").
+pub fn read(
+    backends: &Backends,
+    scaling: &Scaling,
+    history: &History,
+) -> Vec<(RevisionKey, Reading)> {
+    let tracked = history.keys();
+    let mut reports: HashMap<RevisionKey, KpaReport> = scaling
+        .reports_where(|k, r| !r.at_rest() || tracked.contains(k))
+        .into_iter()
+        .collect();
+    let mut out = Vec::new();
+    backends.for_each(|b| {
+        let key = b.key();
+        let kpa = reports.remove(key);
+        if kpa.is_none() && b.requests_total() == 0 && !tracked.contains(key) {
+            return;
+        }
+        let requests = b
+            .observe()
+            .metrics
+            .as_ref()
+            .map(|m| m.total())
+            .unwrap_or_default();
+        out.push((key.clone(), Reading { kpa, requests }));
+    });
+    out
 }
 
 /// Samples every [`PERIOD`] until `stop` turns true.
@@ -190,7 +209,8 @@ pub async fn run(
             _ = stop.wait_for(|s| *s) => return,
         }
         let t = chrono::Utc::now().timestamp_millis();
-        history.sample(t, read(&backends, &scaling));
+        let readings = read(&backends, &scaling, &history);
+        history.sample(t, readings);
     }
 }
 
@@ -253,6 +273,57 @@ mod tests {
 
         h.sample(10_000, vec![]);
         assert!(h.series(&key()).0.is_empty(), "the revision is gone");
+    }
+
+    #[test]
+    fn only_revisions_that_did_something_are_read() {
+        let scaling = std::sync::Arc::new(Scaling::default());
+        let backends = Backends::new(1, scaling.clone());
+        let cfg = wisp_queue::QueueConfig {
+            container_concurrency: 0,
+            timeout: Duration::from_secs(300),
+            response_start_timeout: None,
+            idle_timeout: None,
+            protocol: wisp_net::Protocol::Http1,
+        };
+        let key = |n: &str| RevisionKey::new("default", n);
+        for n in ["idle", "busy-kpa", "other"] {
+            backends.ensure(&key(n), &cfg);
+        }
+        // At rest: no replica, nothing wanted, nothing seen.
+        scaling.report(
+            &key("idle"),
+            KpaReport {
+                requested: 0,
+                desired: 0,
+                ..KpaReport::default()
+            },
+        );
+        scaling.report(
+            &key("busy-kpa"),
+            KpaReport {
+                requested: 1,
+                ready: 1,
+                ..KpaReport::default()
+            },
+        );
+        let h = History::default();
+        let names = |r: &[(RevisionKey, Reading)]| {
+            let mut n: Vec<String> = r.iter().map(|(k, _)| k.name.clone()).collect();
+            n.sort();
+            n
+        };
+        let r = read(&backends, &scaling, &h);
+        // Neither "idle" (at rest) nor "other" (no report, no request) is read.
+        assert_eq!(names(&r), ["busy-kpa"]);
+        // A revision with a series is read even once it is idle again (its chart goes back
+        // to zero), and dropped when its backend is gone.
+        h.sample(0, r);
+        scaling.report(&key("busy-kpa"), KpaReport::default());
+        assert_eq!(names(&read(&backends, &scaling, &h)), ["busy-kpa"]);
+        backends.remove(&key("busy-kpa"));
+        h.sample(2000, read(&backends, &scaling, &h));
+        assert!(h.keys().is_empty());
     }
 
     #[test]
