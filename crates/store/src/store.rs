@@ -735,6 +735,22 @@ impl Store {
         namespace: Option<&str>,
         limit: usize,
     ) -> Result<Vec<RawEvent>, StoreError> {
+        Ok(self
+            .events_since_raw_at(from, resource, namespace, limit)?
+            .0)
+    }
+
+    /// [`events_since_raw`](Self::events_since_raw), with the store's resourceVersion at
+    /// the read: when fewer than `limit` events came back, every matching event up to it
+    /// was read, so a reader filtering on a kind that rarely changes can move on to it
+    /// instead of reading every other kind's events again on its next read.
+    pub fn events_since_raw_at(
+        &self,
+        from: u64,
+        resource: Option<&str>,
+        namespace: Option<&str>,
+        limit: usize,
+    ) -> Result<(Vec<RawEvent>, u64), StoreError> {
         self.with_conn(|conn| {
             let compacted = sqlite::compacted(conn)?;
             if from < compacted {
@@ -743,7 +759,9 @@ impl Store {
                     oldest: compacted,
                 });
             }
-            sqlite::events_since(conn, from, resource, namespace, limit)
+            let rev = sqlite::revision(conn)?;
+            let events = sqlite::events_since(conn, from, resource, namespace, limit)?;
+            Ok((events, rev))
         })
     }
 

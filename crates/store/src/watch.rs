@@ -341,14 +341,22 @@ fn read_events<E: FromRaw>(
     spec: &WatchSpec,
     from: u64,
 ) -> Result<(Vec<E>, Option<u64>, bool), StoreError> {
-    let raw = store.events_since_raw(
+    let (raw, rev) = store.events_since_raw_at(
         from,
         spec.single_resource(),
         spec.namespace.as_deref(),
         spec.batch,
     )?;
     let short = raw.len() < spec.batch;
-    let last = raw.last().map(|e| e.resource_version);
+    // Caught up: everything up to the store's revision has been read, matching or not (SQL
+    // filters by kind and namespace). Staying at the last match instead made a watch of a
+    // kind that does not change read every other kind's events again on each commit — a
+    // quarter of wisp's CPU while 1 000 services were created.
+    let last = if short {
+        Some(rev.max(from))
+    } else {
+        raw.last().map(|e| e.resource_version)
+    };
     let mut out = Vec::with_capacity(raw.len());
     for ev in raw {
         if !spec.resources.contains(&ev.resource) {
@@ -406,6 +414,34 @@ mod tests {
     async fn nothing_for_a_while<E: FromRaw + std::fmt::Debug>(w: &mut Watch<E>) {
         let r = tokio::time::timeout(Duration::from_millis(100), w.next()).await;
         assert!(r.is_err(), "expected no batch, got {r:?}");
+    }
+
+    #[tokio::test]
+    async fn a_watch_of_a_quiet_kind_moves_past_other_kinds_events() {
+        let store = Store::open_in_memory().unwrap();
+        let spec = WatchSpec::new([CFG]).start(Start::From(0));
+        let mut w: Watch<WatchEvent> = store.watch(spec).await.unwrap();
+        for i in 0..5 {
+            store
+                .create(SVC, obj("a", &format!("s{i}"), json!({})))
+                .unwrap();
+        }
+        store.create(CFG, obj("a", "c1", json!({}))).unwrap();
+        let WatchBatch::Changed(events) = next(&mut w).await else {
+            panic!("expected changes");
+        };
+        assert_eq!(names(&events), [(EventType::Added, "c1".to_owned())]);
+        assert_eq!(w.position(), 6);
+        // Other kinds' events only: nothing to hand out, but once caught up the watch is
+        // at the store's revision, not left at its last match (where it would read them
+        // all again after every commit).
+        for i in 5..8 {
+            store
+                .create(SVC, obj("a", &format!("s{i}"), json!({})))
+                .unwrap();
+        }
+        nothing_for_a_while(&mut w).await;
+        assert_eq!(w.position(), 9);
     }
 
     #[tokio::test]
