@@ -265,6 +265,18 @@ pub(crate) async fn list_or_watch(
             .resume
             .as_ref()
             .map(|(_, start)| listing::split_key(start));
+        if matches!(form, ReadForm::Json) && fields.is_empty() {
+            return raw_list(
+                &st,
+                kind,
+                &res,
+                ns.as_deref(),
+                selector.as_ref(),
+                after,
+                &params,
+                filtered,
+            );
+        }
         let wisp_store::ListPage {
             mut items,
             unread,
@@ -308,6 +320,57 @@ pub(crate) async fn list_or_watch(
         body,
     )
         .into_response())
+}
+
+/// A JSON list answered with the objects as stored: their texts are copied into the
+/// answer, not parsed and written out again (a list of 10 000 services built 10 000
+/// `Value`s, ~160 MiB, for a 17 MiB answer).
+#[allow(clippy::too_many_arguments)]
+fn raw_list(
+    st: &ApiState,
+    kind: &ResourceKind,
+    res: &str,
+    ns: Option<&str>,
+    selector: Option<&LabelSelector>,
+    after: Option<(&str, &str)>,
+    params: &crate::listing::ListParams,
+    filtered: bool,
+) -> Result<Vec<u8>, ApiError> {
+    use crate::listing;
+    let (texts, unread, rv) = st
+        .store
+        .list_page_raw(res, ns, selector, after, params.limit)?;
+    let mut items = texts
+        .into_iter()
+        .map(listing::RawItem::new)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| ApiError::internal(format!("stored object: {e}")))?;
+    let meta = listing::page(&mut items, unread, rv, params, filtered, |token_rv| {
+        !matches!(
+            st.store.events_since(token_rv, Some(res), None, 1),
+            Err(StoreError::Gone { .. })
+        )
+    })?;
+    let head = json!({
+        "apiVersion": kind.api_version(),
+        "kind": format!("{}List", kind.kind),
+        "metadata": meta,
+    });
+    let mut body = serde_json::to_vec(&head)
+        .map_err(|e| ApiError::internal(format!("encoding the list: {e}")))?;
+    // `{…}` → `{…,"items":[…]}`, in the key order the parsed form had.
+    body.pop();
+    body.extend_from_slice(b",\"items\":[");
+    let size: usize = items.iter().map(|i| i.text.len() + 1).sum();
+    body.reserve(size + 2);
+    for (i, item) in items.iter().enumerate() {
+        if i > 0 {
+            body.push(b',');
+        }
+        body.extend_from_slice(item.text.as_bytes());
+    }
+    body.extend_from_slice(b"]}");
+    Ok(body)
 }
 
 // === writes ===

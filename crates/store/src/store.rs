@@ -425,6 +425,27 @@ impl Store {
         })
     }
 
+    /// [`list_page`](Self::list_page) without a filter and without parsing: the page's
+    /// stored JSON texts (at most `limit + 1`), the matching rows beyond them, and the
+    /// revision. For answers that hand the objects out as they are stored.
+    pub fn list_page_raw(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        selector: Option<&LabelSelector>,
+        after: Option<(&str, &str)>,
+        limit: Option<usize>,
+    ) -> Result<(Vec<String>, usize, u64), StoreError> {
+        let want = limit.map_or(usize::MAX, |l| l.saturating_add(1));
+        let selector = selector.filter(|s| !s.is_empty());
+        self.with_conn(|conn| {
+            let rev = sqlite::revision(conn)?;
+            let (texts, beyond) =
+                sqlite::list_at_most(conn, resource, namespace, selector, after, want)?;
+            Ok::<_, StoreError>((texts, beyond, rev))
+        })
+    }
+
     /// One page of a list, as a client asks for it with `limit` and `continue`: the objects
     /// after `after` (the last (namespace, name) of the page before), of those the ones
     /// `keep` accepts (a field selector; `None`: all), at most `limit + 1` of them (the one
