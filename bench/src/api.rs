@@ -165,9 +165,7 @@ impl Api {
         resource_version: u64,
         tx: mpsc::Sender<T>,
     ) -> anyhow::Result<Watch> {
-        // One item is enough for the list's resourceVersion; listing every object would
-        // make the benchmark's own reads part of what it measures (time, memory).
-        let url = format!("{}/apis/{group_version}/{plural}?limit=1", self.base);
+        let url = format!("{}/apis/{group_version}/{plural}", self.base);
         let open = {
             let (client, url) = (self.stream_client.clone(), url.clone());
             move |from: u64| {
