@@ -437,11 +437,24 @@ impl Store {
         limit: Option<usize>,
     ) -> Result<(Vec<String>, usize, u64), StoreError> {
         let want = limit.map_or(usize::MAX, |l| l.saturating_add(1));
+        self.read_at_most(resource, namespace, selector, after, want)
+    }
+
+    /// The texts of the first `max` matching rows after `after`, how many match beyond
+    /// them, and the revision, in one read.
+    fn read_at_most(
+        &self,
+        resource: &str,
+        namespace: Option<&str>,
+        selector: Option<&LabelSelector>,
+        after: Option<(&str, &str)>,
+        max: usize,
+    ) -> Result<(Vec<String>, usize, u64), StoreError> {
         let selector = selector.filter(|s| !s.is_empty());
         self.with_conn(|conn| {
             let rev = sqlite::revision(conn)?;
             let (texts, beyond) =
-                sqlite::list_at_most(conn, resource, namespace, selector, after, want)?;
+                sqlite::list_at_most(conn, resource, namespace, selector, after, max)?;
             Ok::<_, StoreError>((texts, beyond, rev))
         })
     }
@@ -464,13 +477,8 @@ impl Store {
     ) -> Result<ListPage, StoreError> {
         let want = limit.map_or(usize::MAX, |l| l.saturating_add(1));
         let copy = if keep.is_some() { usize::MAX } else { want };
-        let selector = selector.filter(|s| !s.is_empty());
-        let (texts, beyond, revision) = self.with_conn(|conn| {
-            let rev = sqlite::revision(conn)?;
-            let (texts, beyond) =
-                sqlite::list_at_most(conn, resource, namespace, selector, after, copy)?;
-            Ok::<_, StoreError>((texts, beyond, rev))
-        })?;
+        let (texts, beyond, revision) =
+            self.read_at_most(resource, namespace, selector, after, copy)?;
         let mut items = Vec::new();
         let mut unread = beyond;
         for (i, text) in texts.iter().enumerate() {
