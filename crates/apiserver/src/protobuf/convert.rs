@@ -182,6 +182,13 @@ fn format_time(seconds: Option<i64>, nanos: Option<i32>, micros: bool) -> Result
         .ok()
         .and_then(|n| chrono::DateTime::from_timestamp(s, n))
         .ok_or_else(|| ConvError::new(format!("time {s}s {n}ns is out of range")))?;
+    // RFC 3339 has four-digit years; Go's `Time.MarshalJSON` refuses others with this text
+    // (chrono would write `+123861-…`, which no RFC 3339 parser reads back).
+    if !(0..=9999).contains(&chrono::Datelike::year(&t)) {
+        return Err(ConvError::new(
+            "Time.MarshalJSON: year outside of range [0,9999]".to_string(),
+        ));
+    }
     let format = if micros {
         chrono::SecondsFormat::Micros
     } else {
@@ -454,3 +461,38 @@ macro_rules! message {
     };
 }
 pub(crate) use message;
+
+#[cfg(test)]
+mod time_tests {
+    use super::*;
+
+    #[test]
+    fn times_outside_four_digit_years_are_refused_as_go_refuses_them() {
+        // (seconds, nanos, what JSON gets)
+        let cases: [(Option<i64>, Option<i32>, Result<&str, &str>); 5] = [
+            (None, None, Ok("null")),
+            (Some(0), Some(0), Ok("\"1970-01-01T00:00:00Z\"")),
+            (Some(253_402_300_799), None, Ok("\"9999-12-31T23:59:59Z\"")),
+            (
+                Some(253_402_300_800),
+                None,
+                Err("Time.MarshalJSON: year outside of range [0,9999]"),
+            ),
+            (
+                Some(-62_167_219_201),
+                None,
+                Err("Time.MarshalJSON: year outside of range [0,9999]"),
+            ),
+        ];
+        for (s, n, want) in cases {
+            let got = format_time(s, n, false)
+                .map(|v| v.to_string())
+                .map_err(|e| e.message);
+            assert_eq!(
+                got.as_deref().map_err(String::as_str),
+                want,
+                "{s:?}s {n:?}ns"
+            );
+        }
+    }
+}
