@@ -469,7 +469,8 @@ mod time_tests {
     #[test]
     fn times_outside_four_digit_years_are_refused_as_go_refuses_them() {
         // (seconds, nanos, what JSON gets)
-        let cases: [(Option<i64>, Option<i32>, Result<&str, &str>); 5] = [
+        type Case = (Option<i64>, Option<i32>, Result<&'static str, &'static str>);
+        let cases: [Case; 5] = [
             (None, None, Ok("null")),
             (Some(0), Some(0), Ok("\"1970-01-01T00:00:00Z\"")),
             (Some(253_402_300_799), None, Ok("\"9999-12-31T23:59:59Z\"")),
