@@ -451,6 +451,14 @@ mod tests {
             .expect("not shut down")
     }
 
+    /// `get_why` that must return within a minute (paused time: as soon as a key is due).
+    async fn next_why(q: &WorkQueue) -> (String, Why) {
+        tokio::time::timeout(Duration::from_secs(60), q.get_why())
+            .await
+            .expect("a key within a minute")
+            .expect("not shut down")
+    }
+
     async fn nothing_ready(q: &WorkQueue, within: Duration) {
         assert!(
             tokio::time::timeout(within, q.get()).await.is_err(),
@@ -461,12 +469,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn resync_keys_wait_behind_changes_and_move_up_when_wanted() {
         let q = WorkQueue::new();
-        let next = || async {
-            tokio::time::timeout(Duration::from_secs(60), q.get_why())
-                .await
-                .expect("a key within a minute")
-                .expect("not shut down")
-        };
+        let next = || next_why(&q);
         // A restart's resync queues a, b, c; then a change queues d: d goes first.
         for k in ["a", "b", "c"] {
             q.add_why(k, RESYNC);
@@ -497,12 +500,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn keys_come_with_the_first_reason_since_handed_out() {
         let q = WorkQueue::new();
-        let next = || async {
-            tokio::time::timeout(Duration::from_secs(60), q.get_why())
-                .await
-                .expect("a key within a minute")
-                .expect("not shut down")
-        };
+        let next = || next_why(&q);
         // (adds before the get, the reason expected)
         q.add_why("a", "changed");
         q.add_why("a", "owner");

@@ -305,30 +305,20 @@ pub fn make_pod(rev: &Revision, t: &Template, replica: &ReplicaStatus, node: &st
             }
         }
     }
-    let names: Vec<String> = spec["containers"]
-        .as_array()
-        .map(|cs| {
-            cs.iter()
-                .map(|c| c["name"].as_str().unwrap_or("").to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    let images: Vec<String> = spec["containers"]
-        .as_array()
-        .map(|cs| {
-            cs.iter()
-                .map(|c| c["image"].as_str().unwrap_or("").to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    let init_names: Vec<String> = spec["initContainers"]
-        .as_array()
-        .map(|cs| {
-            cs.iter()
-                .map(|c| c["name"].as_str().unwrap_or("").to_string())
-                .collect()
-        })
-        .unwrap_or_default();
+    // One string field of each container of a list (`containers`, `initContainers`).
+    let each = |list: &str, field: &str| -> Vec<String> {
+        spec[list]
+            .as_array()
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| c[field].as_str().unwrap_or("").to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let names = each("containers", "name");
+    let images = each("containers", "image");
+    let init_names = each("initContainers", "name");
     let init_done = usize::try_from(replica.init_done).unwrap_or(usize::MAX);
     let initialized = init_done >= init_names.len();
     let running = replica.times.started.is_some()
