@@ -23,6 +23,7 @@ mod net;
 mod runc;
 mod seccomp;
 mod spec;
+mod standby;
 #[cfg(test)]
 mod tests;
 
@@ -49,12 +50,13 @@ use wisp_api::serving::{Container, PodSpec};
 
 pub use self::native::{EXEC_COMMAND, INIT_COMMAND, helper_main};
 use self::{
-    native::{Native, cgroups},
+    native::{Native, Parked, cgroups},
     net::Network,
     runc::{Init, Runc},
+    standby::Standbys,
 };
 use crate::{
-    Failure, ReplicaSpec, podconfig,
+    Failure, ReplicaSpec, RevisionKey, podconfig,
     process::{
         ProcessOptions, ProcessPlatform,
         launch::{BoxFut, Exit, Launched, Launcher, ReplicaInfo, Running, Sandbox},
@@ -272,6 +274,7 @@ impl ProcessPlatform {
             // Read once: wisp's runtime makes cgroups in each, and a restart's clean-up
             // looks for leftovers there, whichever runtime made them.
             hierarchies: cgroups::hierarchies().unwrap_or_default().into(),
+            standbys: Mutex::default(),
         };
         Ok(ProcessPlatform::with_launcher(
             runtime,
@@ -361,6 +364,8 @@ struct ContainerLauncher {
     compiled: Mutex<std::collections::HashMap<Vec<String>, Arc<Vec<u8>>>>,
     /// The machine's cgroup hierarchies.
     hierarchies: Arc<[cgroups::Hierarchy]>,
+    /// Sandboxes readied for revisions scaled to zero (`standby.rs`).
+    standbys: Mutex<Standbys<ContainerSandbox>>,
 }
 
 impl ContainerLauncher {
@@ -401,6 +406,100 @@ impl ContainerLauncher {
 
     fn cgroups_path(&self, id: &str) -> String {
         format!("{}/{id}", self.cgroup_parent())
+    }
+
+    /// Makes the standby reserved for `spec`'s next replica at `address`: the sandbox as
+    /// [`prepare`](Self::prepare) makes it, its root mounted and the serving container's
+    /// init parked. Filled into `slot` (left empty, and the reservation released, if any of
+    /// it fails: the replica then makes its sandbox itself).
+    async fn make_standby(
+        &self,
+        spec: Arc<ReplicaSpec>,
+        objects: Arc<dyn podconfig::ObjectSource>,
+        address: SocketAddr,
+        mut slot: tokio::sync::OwnedMutexGuard<Option<ContainerSandbox>>,
+    ) {
+        let key = spec.key.clone();
+        let made = async {
+            self.ensure_network().await.map_err(|f| f.message)?;
+            let info = ReplicaInfo {
+                key: key.clone(),
+                // The hostname until a replica takes it (`take_standby` renames it).
+                name: format!("{}-standby", key.name),
+                spec: spec.clone(),
+                address,
+                objects,
+                waiting: Arc::new(|_| {}),
+            };
+            let sandbox = match self.prepare(&info).await {
+                Ok(sandbox) => sandbox,
+                Err(f) => {
+                    self.remove_half_made(address).await;
+                    return Err(f.message);
+                }
+            };
+            match sandbox.park_serving().await {
+                Ok(()) => Ok(sandbox),
+                Err(e) => {
+                    Box::new(sandbox).remove().await;
+                    Err(e)
+                }
+            }
+        };
+        let began = std::time::Instant::now();
+        match made.await {
+            Ok(sandbox) => {
+                tracing::debug!(revision = %key, took = ?began.elapsed(), "standby sandbox ready");
+                *slot = Some(sandbox);
+            }
+            Err(e) => {
+                tracing::debug!(revision = %key, "no standby sandbox: {e}");
+                let mutex = tokio::sync::OwnedMutexGuard::mutex(&slot).clone();
+                lock(&self.standbys).release(&key, &mutex);
+            }
+        }
+    }
+
+    /// The standby readied for this replica's revision at its address, renamed for it;
+    /// None if there is none (or it was for another spec: it is removed).
+    async fn take_standby(&self, replica: &ReplicaInfo) -> Option<ContainerSandbox> {
+        let slot = lock(&self.standbys).take(&replica.key, replica.address)?;
+        // Waits for its making if it is not done yet.
+        let sandbox = slot.lock().await.take()?;
+        let SocketAddr::V4(address) = replica.address else {
+            return None;
+        };
+        if sandbox.spec != replica.spec {
+            Box::new(sandbox).remove().await;
+            return None;
+        }
+        // The files are bind-mounted into the container: rewritten in place, as the
+        // kubelet writes a pod's.
+        let hostname = pod_hostname(&replica.name);
+        if let Err(e) = write_sandbox_files(&sandbox.dir, &hostname, *address.ip()).await {
+            tracing::debug!(replica = %replica.name, "standby sandbox not used: {e}");
+            Box::new(sandbox).remove().await;
+            return None;
+        }
+        if let Some(parked) = lock(&sandbox.parked).as_mut() {
+            parked.1 = hostname;
+        }
+        tracing::debug!(replica = %replica.name, "standby sandbox taken");
+        Some(sandbox)
+    }
+
+    /// Removes what a failed preparation for `address` left (namespace, sandbox files).
+    async fn remove_half_made(&self, address: SocketAddr) {
+        let ip = match address {
+            SocketAddr::V4(a) => Some(*a.ip()),
+            SocketAddr::V6(_) => None,
+        };
+        if let Some(n) = ip.and_then(|ip| self.net.host_number(ip)) {
+            self.net.remove_sandbox(n).await;
+            let dir = self.sandboxes().join(self.net.netns_name(n));
+            unmount_under(&dir);
+            let _ = tokio::fs::remove_dir_all(&dir).await;
+        }
     }
 
     async fn prepare(&self, replica: &ReplicaInfo) -> Result<ContainerSandbox, Failure> {
@@ -605,6 +704,8 @@ impl ContainerLauncher {
                     .collect(),
                 objects: replica.objects.clone(),
             },
+            spec: replica.spec.clone(),
+            parked: Mutex::new(None),
         })
     }
 
@@ -836,8 +937,18 @@ impl Launcher for ContainerLauncher {
             .and_then(|p| u16::try_from(p.container_port).ok())
             .filter(|p| *p != 0)
             .unwrap_or(8080);
+        let standbys = lock(&self.standbys);
+        // Its standby's, unless a replica holds it already (two started at once).
+        if let Some(a) = standbys
+            .address_of(&spec.key)
+            .filter(|a| !taken.contains(a))
+        {
+            return Ok(a);
+        }
         let used: HashSet<Ipv4Addr> = taken
             .iter()
+            .copied()
+            .chain(standbys.reserved_except(&spec.key))
             .filter_map(|a| match a {
                 SocketAddr::V4(a) => Some(*a.ip()),
                 SocketAddr::V6(_) => None,
@@ -914,20 +1025,14 @@ impl Launcher for ContainerLauncher {
                 return Err(f);
             }
             self.ensure_network().await?;
+            if let Some(sandbox) = self.take_standby(&replica).await {
+                return Ok(Box::new(sandbox) as Box<dyn Sandbox>);
+            }
             match self.prepare(&replica).await {
                 Ok(sandbox) => Ok(Box::new(sandbox) as Box<dyn Sandbox>),
                 Err(f) => {
                     // Nothing half-made stays behind.
-                    let ip = match replica.address {
-                        SocketAddr::V4(a) => Some(*a.ip()),
-                        SocketAddr::V6(_) => None,
-                    };
-                    if let Some(n) = ip.and_then(|ip| self.net.host_number(ip)) {
-                        self.net.remove_sandbox(n).await;
-                        let dir = self.sandboxes().join(self.net.netns_name(n));
-                        unmount_under(&dir);
-                        let _ = tokio::fs::remove_dir_all(&dir).await;
-                    }
+                    self.remove_half_made(replica.address).await;
                     Err(f)
                 }
             }
@@ -961,10 +1066,58 @@ impl Launcher for ContainerLauncher {
         })
     }
 
+    fn standby(
+        self: Arc<Self>,
+        spec: Arc<ReplicaSpec>,
+        objects: Arc<dyn podconfig::ObjectSource>,
+        taken: &HashSet<SocketAddr>,
+    ) -> Option<BoxFut<'static, ()>> {
+        // wisp's runtime only: runc has no way to stop an init before the app.
+        if !matches!(self.engine, Engine::Native(_))
+            || !standby::parkable(&spec.pod)
+            || self.failure(&spec).is_some()
+        {
+            return None;
+        }
+        if lock(&self.standbys).address_of(&spec.key).is_some() {
+            return None;
+        }
+        let address = self.address(&spec, taken).ok()?;
+        let (guard, evicted) = lock(&self.standbys).reserve(&spec.key, address)?;
+        Some(Box::pin(async move {
+            for slot in evicted {
+                if let Some(sandbox) = slot.lock().await.take() {
+                    Box::new(sandbox).remove().await;
+                }
+            }
+            self.make_standby(spec, objects, address, guard).await;
+        }))
+    }
+
+    fn forget(self: Arc<Self>, key: &RevisionKey) -> Option<BoxFut<'static, ()>> {
+        let slot = lock(&self.standbys).remove(key)?;
+        Some(Box::pin(async move {
+            if let Some(sandbox) = slot.lock().await.take() {
+                Box::new(sandbox).remove().await;
+            }
+        }))
+    }
+
     fn shutdown(&self) -> BoxFut<'_, ()> {
         Box::pin(async move {
+            let standbys = lock(&self.standbys).drain();
+            for slot in standbys {
+                if let Some(sandbox) = slot.lock().await.take() {
+                    Box::new(sandbox).remove().await;
+                }
+            }
             // Only what this run set up: nothing if no replica ever ran.
             if lock(&self.unusable).is_none() && self.network.initialized() {
+                // Every replica has stopped: a namespace left is a standby's whose making
+                // was cut short by the shutdown.
+                for n in self.net.existing_sandboxes().await {
+                    self.net.remove_sandbox(n).await;
+                }
                 self.net.tear_down().await;
                 // `runc delete` removes each container's cgroup but not their parent.
                 remove_cgroup_parents(&format!("wisp-{}", self.net.bridge));
@@ -1133,18 +1286,22 @@ impl Engine {
             Engine::Native(native) => {
                 cgroups::create(hierarchies, &c.cgroups_path, c.resources.as_ref())
                     .map_err(|e| format!("cgroups: {e}"))?;
-                let started = native.start(&c.bundle).await?;
-                let pid = started.pid;
-                // Open at once: the app is wisp's unreaped child, so the pid is its own.
-                let init = Init::open(pid).map_err(|e| format!("pidfd of {pid}: {e}"))?;
-                native::write_pid(&c.bundle, pid).map_err(|e| format!("pid file: {e}"))?;
-                let stdout = tokio::process::ChildStdout::from_std(started.stdout)
-                    .map_err(|e| format!("stdout: {e}"))?;
-                let stderr = tokio::process::ChildStderr::from_std(started.stderr)
-                    .map_err(|e| format!("stderr: {e}"))?;
-                Ok((init, Box::new(stdout), Box::new(stderr)))
+                Self::started(c, native.start(&c.bundle).await?)
             }
         }
+    }
+
+    /// What wisp keeps of a container its runtime started.
+    fn started(c: &Ctr, started: native::Started) -> Result<StartedCtr, String> {
+        let pid = started.pid;
+        // Open at once: the app is wisp's unreaped child, so the pid is its own.
+        let init = Init::open(pid).map_err(|e| format!("pidfd of {pid}: {e}"))?;
+        native::write_pid(&c.bundle, pid).map_err(|e| format!("pid file: {e}"))?;
+        let stdout = tokio::process::ChildStdout::from_std(started.stdout)
+            .map_err(|e| format!("stdout: {e}"))?;
+        let stderr = tokio::process::ChildStderr::from_std(started.stderr)
+            .map_err(|e| format!("stderr: {e}"))?;
+        Ok((init, Box::new(stdout), Box::new(stderr)))
     }
 
     /// Removes what is left of a container whose app was reaped (or never started).
@@ -1212,6 +1369,27 @@ struct ContainerSandbox {
     n: u32,
     dir: PathBuf,
     volumes: VolumeSync,
+    /// What it was made for (a standby is used only for the same spec).
+    spec: Arc<ReplicaSpec>,
+    /// A standby's serving container, parked before its app, and the hostname it takes
+    /// when let go: its first start only lets it go.
+    parked: Mutex<Option<(Parked, String)>>,
+}
+
+impl ContainerSandbox {
+    /// Parks the serving container's init (a standby): its root mounted, its cgroups made.
+    async fn park_serving(&self) -> Result<(), String> {
+        let Engine::Native(native) = &self.engine else {
+            return Err("only wisp's runtime parks a container".into());
+        };
+        let c = self.containers.first().ok_or("no container")?;
+        c.mount_rootfs().map_err(|e| e.to_string())?;
+        cgroups::create(&self.hierarchies, &c.cgroups_path, c.resources.as_ref())
+            .map_err(|e| format!("cgroups: {e}"))?;
+        let parked = native.park(&c.bundle).await?;
+        *lock(&self.parked) = Some((parked, String::new()));
+        Ok(())
+    }
 }
 
 impl Sandbox for ContainerSandbox {
@@ -1237,7 +1415,26 @@ impl Sandbox for ContainerSandbox {
             };
             let mut outputs: Vec<(&'static str, Box<dyn tokio::io::AsyncRead + Unpin + Send>)> =
                 Vec::new();
-            for c in &self.containers {
+            // A standby's serving container is only let go, the first time.
+            let mut parked = lock(&self.parked).take();
+            for (i, c) in self.containers.iter().enumerate() {
+                if let Some((p, hostname)) = parked.take().filter(|_| i == 0) {
+                    let t0 = std::time::Instant::now();
+                    match p.go(&hostname).await.and_then(|s| Engine::started(c, s)) {
+                        Ok((init, stdout, stderr)) => {
+                            tracing::debug!(container = %c.id, start = ?t0.elapsed(), "parked container let go");
+                            outputs.push(("stdout", stdout));
+                            outputs.push(("stderr", stderr));
+                            run.inits.push(init);
+                            continue;
+                        }
+                        // Started as any other below, from a fresh root.
+                        Err(e) => {
+                            tracing::debug!(container = %c.id, "parked container failed: {e}");
+                            self.engine.delete(c, &self.hierarchies).await;
+                        }
+                    }
+                }
                 let started = async {
                     let t0 = std::time::Instant::now();
                     c.mount_rootfs().map_err(|e| e.to_string())?;
@@ -1311,6 +1508,8 @@ impl Sandbox for ContainerSandbox {
 
     fn remove(self: Box<Self>) -> BoxFut<'static, ()> {
         Box::pin(async move {
+            // A parked init (never let go) is killed and reaped before its cgroup goes.
+            drop(lock(&self.parked).take());
             for c in self.containers.iter().chain(&self.inits) {
                 self.engine.delete(c, &self.hierarchies).await;
                 c.unmount_rootfs();

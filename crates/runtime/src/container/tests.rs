@@ -1234,3 +1234,88 @@ async fn sidecar_probes_reach_the_sidecar_and_gate_the_replica(rt: Rt, n: u8) {
     p.shutdown().await;
     fx.assert_torn_down();
 }
+
+/// The lines `host=… file=…` the `standby` test's app printed, newest last.
+fn hostnames(p: &ProcessPlatform, key: &RevisionKey) -> Vec<String> {
+    p.logs(key, None)
+        .into_iter()
+        .map(|l| l.line)
+        .filter(|l| l.starts_with("host="))
+        .collect()
+}
+
+/// Waits until the platform holds exactly one sandbox (namespace and container cgroup) and
+/// no replica: the revision's standby.
+async fn wait_for_standby(fx: &Fixture, p: &ProcessPlatform, key: &RevisionKey) -> String {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (namespaces, containers) = (fx.namespaces(), fx.containers());
+        if p.replicas(key).is_empty() && namespaces.len() == 1 && containers.len() == 1 {
+            return namespaces[0].clone();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no standby: namespaces {namespaces:?}, containers {containers:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_scaled_to_zero_gets_a_standby_sandbox_its_next_replica_takes() {
+    require_containers!();
+    let fx = Fixture::new(Rt::Native, 13);
+    let p = fx.platform();
+    let app = Container {
+        ports: hello("").ports,
+        ..bash(
+            "user-container",
+            "echo host=$HOSTNAME file=$(</etc/hostname); exec /hello",
+        )
+    };
+    let s = spec("standby", vec![app], Duration::from_secs(1));
+    p.scale(&s, 1);
+    wait_for(&p, &s.key, "ready", all_ready(1)).await;
+    // Scaled to zero: the replica goes, and a sandbox is readied for the next one, its
+    // app not started (no replica is listed, the revision is at zero).
+    p.scale(&s, 0);
+    wait_for(&p, &s.key, "at zero", |r| r.is_empty().then_some(())).await;
+    let standby = wait_for_standby(&fx, &p, &s.key).await;
+    // The next replica takes it (same namespace) and the app starts in it, named for the
+    // replica that took it.
+    p.scale(&s, 1);
+    let ready = wait_for(&p, &s.key, "ready again", all_ready(1)).await;
+    assert_eq!(fx.namespaces(), vec![standby]);
+    assert!(get(ready[0].address).await.contains("Hello World!"));
+    let deadline = Instant::now() + WAIT;
+    while hostnames(&p, &s.key).is_empty() {
+        assert!(Instant::now() < deadline, "{:?}", hostnames(&p, &s.key));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let name = &ready[0].name;
+    assert_eq!(
+        hostnames(&p, &s.key).last().unwrap(),
+        &format!("host={name} file={name}")
+    );
+    // At zero again, then removed: its standby goes with it.
+    p.scale(&s, 0);
+    wait_for_standby(&fx, &p, &s.key).await;
+    p.remove(&s.key);
+    let deadline = Instant::now() + WAIT;
+    while !fx.namespaces().is_empty() || !fx.containers().is_empty() {
+        assert!(Instant::now() < deadline, "the standby was not removed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // A standby left at shutdown goes too.
+    let other = spec(
+        "other",
+        vec![hello("user-container")],
+        Duration::from_secs(1),
+    );
+    p.scale(&other, 1);
+    wait_for(&p, &other.key, "ready", all_ready(1)).await;
+    p.scale(&other, 0);
+    wait_for_standby(&fx, &p, &other.key).await;
+    p.shutdown().await;
+    fx.assert_torn_down();
+}

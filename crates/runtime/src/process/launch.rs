@@ -55,6 +55,25 @@ pub(crate) trait Launcher: Send + Sync + 'static {
         Box::pin(async {})
     }
 
+    /// The revision's replicas went to zero: ready a sandbox for its next one ahead of the
+    /// request that will ask for it. Called with the platform's state locked (`taken`: the
+    /// address of every replica), so that what is reserved here is seen by the next
+    /// [`address`](Self::address); returns the work to run in the background, if any. Best
+    /// effort: whatever fails is met again by [`sandbox`](Self::sandbox).
+    fn standby(
+        self: Arc<Self>,
+        _spec: Arc<ReplicaSpec>,
+        _objects: Arc<dyn ObjectSource>,
+        _taken: &HashSet<SocketAddr>,
+    ) -> Option<BoxFut<'static, ()>> {
+        None
+    }
+
+    /// The revision is gone: what [`standby`](Self::standby) readied for it goes too.
+    fn forget(self: Arc<Self>, _key: &RevisionKey) -> Option<BoxFut<'static, ()>> {
+        None
+    }
+
     /// After every replica has stopped at shutdown: release what the platform itself holds.
     fn shutdown(&self) -> BoxFut<'_, ()>;
 }

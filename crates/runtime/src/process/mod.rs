@@ -500,6 +500,18 @@ impl Inner {
                     replicas: BTreeMap::new(),
                 });
             rev.nudge.send_modify(|n| *n = n.wrapping_add(1));
+            // Scaled to zero: its next replica's sandbox is readied now, for the request
+            // that will wake it.
+            if replicas == 0 && rev.desired > 0 && rev.failure.is_none() {
+                let objects = lock(&self.objects).clone();
+                let ready = self
+                    .launcher
+                    .clone()
+                    .standby(rev.spec.clone(), objects, &taken);
+                if let Some(ready) = ready {
+                    self.background(ready);
+                }
+            }
             let mut changed = rev.removing || rev.desired != replicas;
             if rev.uid != spec.uid {
                 // Same name, new revision: the old one's replicas go.
@@ -528,17 +540,22 @@ impl Inner {
         }
     }
 
-    /// Readies a revision's shared parts in the background ([`Launcher::warm`]), once the
-    /// leftovers of an earlier run are cleaned up (the clean-up removes the network).
+    /// Readies a revision's shared parts in the background ([`Launcher::warm`]).
     fn warm(self: &Arc<Self>, spec: &ReplicaSpec) {
         let (launcher, spec) = (self.launcher.clone(), Arc::new(spec.clone()));
+        self.background(Box::pin(async move { launcher.warm(spec).await }));
+    }
+
+    /// Runs a launcher's readying work in the background, once the leftovers of an earlier
+    /// run are cleaned up (the clean-up removes the network and every namespace).
+    fn background(&self, work: launch::BoxFut<'static, ()>) {
         let mut cleaned_up = self.cleaned_up.clone();
         let mut warming = lock(&self.warming);
         while warming.try_join_next().is_some() {}
         warming.spawn_on(
             async move {
                 let _ = cleaned_up.wait_for(|d| *d).await;
-                launcher.warm(spec).await;
+                work.await;
             },
             &self.runtime,
         );
@@ -654,6 +671,9 @@ impl Inner {
     }
 
     fn remove(&self, key: &RevisionKey) {
+        if let Some(drop) = self.launcher.clone().forget(key) {
+            self.background(drop);
+        }
         let (known, forget) = {
             let mut state = lock(&self.state);
             match state.revisions.get_mut(key) {

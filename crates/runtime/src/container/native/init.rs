@@ -46,9 +46,15 @@ const FAILED: u8 = 128;
 /// (close-on-exec). Anything else it writes is why it failed.
 pub(crate) const EXECUTING: &str = "exec\n";
 
-/// `container-init <bundle>`: fd 0 is a socket to wisp. Returns only on failure, having
-/// told wisp why.
-pub(crate) fn init(bundle: &Path) -> ExitCode {
+/// What a parked init (`container-init <bundle> park`) writes once everything but the
+/// process itself is done; it then waits for a line from wisp: the hostname to take (the
+/// replica it now belongs to), after which it goes on as an unparked init does. End of file
+/// instead (wisp dropped it, or is gone): it exits.
+pub(crate) const PARKED: &str = "parked\n";
+
+/// `container-init <bundle> [park]`: fd 0 is a socket to wisp. Returns only on failure,
+/// having told wisp why.
+pub(crate) fn init(bundle: &Path, park: bool) -> ExitCode {
     let mut report = match report_socket() {
         Ok(s) => s,
         Err(e) => {
@@ -56,7 +62,7 @@ pub(crate) fn init(bundle: &Path) -> ExitCode {
             return ExitCode::from(FAILED);
         }
     };
-    let Err(e) = start(bundle, &mut report);
+    let Err(e) = start(bundle, park, &mut report);
     let _ = report.write_all(e.as_bytes());
     ExitCode::from(FAILED)
 }
@@ -83,7 +89,7 @@ fn load(bundle: &Path) -> Result<(Spec, Vec<seccompiler::BpfProgram>), String> {
     Ok((spec, filters))
 }
 
-fn start(bundle: &Path, report: &mut UnixStream) -> Result<Infallible, String> {
+fn start(bundle: &Path, park: bool, report: &mut UnixStream) -> Result<Infallible, String> {
     // Modes as given (the spec's and the kernel's defaults), not reduced by wisp's umask.
     rustix::process::umask(Mode::empty());
     let (spec, filters) = load(bundle)?;
@@ -130,7 +136,35 @@ fn start(bundle: &Path, report: &mut UnixStream) -> Result<Infallible, String> {
         // devices cgroup instead).
         remount_read_only(Path::new("/dev"), MsFlags::empty())?;
     }
+    if park {
+        report
+            .write_all(PARKED.as_bytes())
+            .map_err(|e| format!("reporting to wisp: {e}"))?;
+        let hostname = read_line(report).map_err(|e| format!("waiting parked: {e}"))?;
+        let hostname = hostname.ok_or("wisp dropped the parked container")?;
+        if !hostname.is_empty() {
+            nix::unistd::sethostname(&hostname).map_err(|e| format!("sethostname: {e}"))?;
+        }
+    }
     become_process(&spec, &filters, report)
+}
+
+/// One line from `socket`, without its `\n`; None at end of file before any byte. Read a
+/// byte at a time: nothing after the line may be taken from the socket.
+pub(crate) fn read_line(socket: &mut UnixStream) -> std::io::Result<Option<String>> {
+    let mut line = Vec::new();
+    let mut byte = [0u8; 1];
+    loop {
+        match socket.read(&mut byte)? {
+            0 if line.is_empty() => return Ok(None),
+            0 => break,
+            _ if byte[0] == b'\n' => break,
+            _ => line.push(byte[0]),
+        }
+    }
+    String::from_utf8(line)
+        .map(Some)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
 /// The network namespace to join (the replica's) and the flags of those to create. The PID

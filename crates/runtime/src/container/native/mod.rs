@@ -51,6 +51,9 @@ pub const INIT_COMMAND: &str = "container-init";
 /// The first argument that makes wisp's binary run a command in a container.
 pub const EXEC_COMMAND: &str = "container-exec";
 
+/// The argument after the bundle that parks the init before the app (`init::PARKED`).
+const PARK_ARG: &str = "park";
+
 /// How long a helper may take from spawn to `execve` before the start counts as failed.
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -61,7 +64,8 @@ pub fn helper_main() -> Option<ExitCode> {
     let command = args.next()?;
     if command == INIT_COMMAND {
         let bundle = PathBuf::from(args.next()?);
-        Some(init::init(&bundle))
+        let park = args.next().is_some_and(|a| a == PARK_ARG);
+        Some(init::init(&bundle, park))
     } else if command == EXEC_COMMAND {
         let bundle = PathBuf::from(args.next()?);
         let argv: Vec<OsString> = args.collect();
@@ -88,6 +92,13 @@ impl Native {
     /// Starts the container of `bundle`; its cgroups must exist (`cgroups::create`). Returns
     /// once the app is exec'd.
     pub async fn start(&self, bundle: &Path) -> Result<Started, String> {
+        self.park(bundle).await?.go("").await
+    }
+
+    /// Readies the container of `bundle` up to its app: the init is spawned and has made
+    /// the container (cgroups joined, namespaces, root, devices) and waits, parked, for
+    /// [`Parked::go`]. Its cgroups must exist (`cgroups::create`).
+    pub async fn park(&self, bundle: &Path) -> Result<Parked, String> {
         let (program, bundle) = (self.program.clone(), bundle.to_path_buf());
         let (tx, rx) = tokio::sync::oneshot::channel();
         // A thread of its own: its PID namespace for children changes for good.
@@ -111,7 +122,47 @@ impl Native {
     }
 }
 
-fn launch(program: &Path, bundle: &Path) -> Result<Started, String> {
+/// A container's init that made everything but the app and waits to `execve` it. Dropped
+/// without [`go`](Self::go): the init is killed and reaped.
+pub(crate) struct Parked {
+    child: Option<std::process::Child>,
+    report: UnixStream,
+}
+
+impl Parked {
+    /// Lets the app start: the init takes `hostname` (unless empty: the bundle's stays)
+    /// and `execve`s it. Returns once the app is exec'd.
+    pub async fn go(mut self, hostname: &str) -> Result<Started, String> {
+        let line = format!("{hostname}\n");
+        let child = self.child.take();
+        let mut report = self
+            .report
+            .try_clone()
+            .map_err(|e| format!("the init's socket: {e}"))?;
+        tokio::task::spawn_blocking(move || {
+            let mut child = child.ok_or("the parked init is gone")?;
+            let report = report
+                .write_all(line.as_bytes())
+                .and_then(|()| init::read_report(&mut report));
+            started(&mut child, report)
+        })
+        .await
+        .map_err(|e| format!("starting the parked container: {e}"))?
+    }
+}
+
+impl Drop for Parked {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // Closing the socket alone would end it too; the kill does not wait for it to
+            // be scheduled.
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn launch(program: &Path, bundle: &Path) -> Result<Parked, String> {
     let began = std::time::Instant::now();
     unshare(CloneFlags::CLONE_NEWPID).map_err(|e| format!("unshare(CLONE_NEWPID): {e}"))?;
     let (mut ours, theirs) =
@@ -119,6 +170,7 @@ fn launch(program: &Path, bundle: &Path) -> Result<Started, String> {
     let mut child = Command::new(program)
         .arg(INIT_COMMAND)
         .arg(bundle)
+        .arg(PARK_ARG)
         .env_clear()
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::piped())
@@ -127,8 +179,37 @@ fn launch(program: &Path, bundle: &Path) -> Result<Started, String> {
         .map_err(|e| format!("running {}: {e}", program.display()))?;
     let spawned = began.elapsed();
     let _ = ours.set_read_timeout(Some(START_TIMEOUT));
-    let report = init::read_report(&mut ours);
-    tracing::debug!(?spawned, exec = ?began.elapsed(), "container init ran");
+    let report = init::read_line(&mut ours);
+    tracing::debug!(?spawned, parked = ?began.elapsed(), "container init ran");
+    match report {
+        // The read timeout stays for `go`: from its line to the `execve`.
+        Ok(Some(line)) if format!("{line}\n") == init::PARKED => Ok(Parked {
+            child: Some(child),
+            report: ours,
+        }),
+        // Anything else is why it failed (the rest of it still to read).
+        other => {
+            let report = other.and_then(|first| {
+                let rest = init::read_report(&mut ours)?;
+                Ok(match first {
+                    Some(first) => format!("{first}\n{rest}"),
+                    None => rest,
+                })
+            });
+            match started(&mut child, report) {
+                Ok(_) => Err("the container's init started the app before it was told to".into()),
+                Err(e) => Err(e),
+            }
+        }
+    }
+}
+
+/// The app's pid and output once the init reported `EXECUTING`; otherwise the init is
+/// killed and reaped, and the error says why (with what it printed).
+fn started(
+    child: &mut std::process::Child,
+    report: std::io::Result<String>,
+) -> Result<Started, String> {
     let (Some(stdout), Some(mut stderr)) = (child.stdout.take(), child.stderr.take()) else {
         return Err("the init's output pipes are missing".into());
     };
