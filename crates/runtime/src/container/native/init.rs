@@ -625,6 +625,10 @@ fn become_process(
     filters: &[seccompiler::BpfProgram],
     report: &mut UnixStream,
 ) -> Result<Infallible, String> {
+    // Before the seccomp filter. The flag survives `execve`: the app gets transparent huge
+    // pages as wisp's other children do (the helper's allocator turned them off for
+    // itself, see `launch`).
+    nix::sys::prctl::set_thp_disable(false).map_err(|e| format!("PR_SET_THP_DISABLE: {e}"))?;
     let p = Process::of(spec)?;
     let name = p.argv[0].to_string_lossy().into_owned();
     let exe = find_executable(&name, &p.path_env())?;

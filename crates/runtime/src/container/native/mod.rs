@@ -172,6 +172,10 @@ fn launch(program: &Path, bundle: &Path) -> Result<Parked, String> {
         .arg(bundle)
         .arg(PARK_ARG)
         .env_clear()
+        // wisp's allocator (mimalloc) would back the helper's few allocations with a
+        // transparent huge page: 4 MiB resident for a parked init instead of a few hundred
+        // KiB. The init clears the process's THP flag this sets before the app's `execve`.
+        .env("MIMALLOC_ALLOW_THP", "0")
         .stdin(Stdio::from(OwnedFd::from(theirs)))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
