@@ -45,8 +45,8 @@ impl Launcher for ProcessLauncher {
     }
 
     fn address(&self, _: &ReplicaSpec, taken: &HashSet<SocketAddr>) -> io::Result<SocketAddr> {
-        let ports = taken.iter().map(|a| a.port()).collect();
-        Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, free_port(&ports)?)))
+        let held = |port| taken.contains(&SocketAddr::from((Ipv4Addr::LOCALHOST, port)));
+        Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, free_port(held)?)))
     }
 
     fn clean_up(&self) -> BoxFut<'_, ()> {
@@ -468,22 +468,22 @@ pub fn left_out(pod: &PodSpec) -> Vec<String> {
 /// the kernel picks the port at random on each bind (50 binds in a row repeated a port in
 /// 32 of 400 trials here), and a replica restarted on a port its sibling holds can never
 /// bind it.
-fn free_port(taken: &HashSet<u16>) -> std::io::Result<u16> {
-    port_not_in(taken, || {
+fn free_port(held: impl Fn(u16) -> bool) -> std::io::Result<u16> {
+    port_not_in(held, || {
         Ok(TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?
             .local_addr()?
             .port())
     })
 }
 
-/// The first port from `candidates` not in `taken`, within [`PORT_ATTEMPTS`] tries.
+/// The first port from `candidates` that is not `held`, within [`PORT_ATTEMPTS`] tries.
 pub(crate) fn port_not_in(
-    taken: &HashSet<u16>,
+    held: impl Fn(u16) -> bool,
     mut candidates: impl FnMut() -> std::io::Result<u16>,
 ) -> std::io::Result<u16> {
     for _ in 0..PORT_ATTEMPTS {
         let port = candidates()?;
-        if !taken.contains(&port) {
+        if !held(port) {
             return Ok(port);
         }
     }

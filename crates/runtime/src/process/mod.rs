@@ -178,18 +178,10 @@ struct State {
     shut_down: bool,
     next_id: u64,
     revisions: HashMap<RevisionKey, Revision>,
-}
-
-impl State {
     /// Every address a replica of this platform holds (stopping ones too), so that a new
-    /// replica never gets one of them.
-    fn taken(&self) -> HashSet<SocketAddr> {
-        self.revisions
-            .values()
-            .flat_map(|r| r.replicas.values())
-            .map(|e| e.status.address)
-            .collect()
-    }
+    /// replica never gets one of them: kept as replicas come and go (collecting it per
+    /// `scale` made starting 1,000 replicas quadratic).
+    taken: HashSet<SocketAddr>,
 }
 
 struct Revision {
@@ -432,10 +424,13 @@ impl Inner {
     /// Called by a replica's task as it ends: the replica disappears.
     async fn finish(&self, key: &RevisionKey, id: u64, name: &str) {
         let forget = {
-            let mut state = lock(&self.state);
+            let mut guard = lock(&self.state);
+            let state = &mut *guard;
             match state.revisions.get_mut(key) {
                 Some(rev) => {
-                    rev.replicas.remove(&id);
+                    if let Some(gone) = rev.replicas.remove(&id) {
+                        state.taken.remove(&gone.status.address);
+                    }
                     let forget = rev.removing && rev.replicas.is_empty();
                     if forget {
                         state.revisions.remove(key);
@@ -466,7 +461,6 @@ impl Inner {
             if state.shut_down {
                 return;
             }
-            let mut taken = state.taken();
             // Once per revision (and spec): say what of its pod does not run here.
             if state
                 .revisions
@@ -507,7 +501,7 @@ impl Inner {
                 let ready = self
                     .launcher
                     .clone()
-                    .standby(rev.spec.clone(), objects, &taken);
+                    .standby(rev.spec.clone(), objects, &state.taken);
                 if let Some(ready) = ready {
                     self.background(ready);
                 }
@@ -531,7 +525,7 @@ impl Inner {
                 .failure(spec)
                 .or_else(|| probe_failure(&spec.pod));
             if rev.failure.is_none() {
-                changed |= self.converge(&mut state.next_id, rev, &spec.key, &mut taken);
+                changed |= self.converge(&mut state.next_id, rev, &spec.key, &mut state.taken);
             }
             changed
         };
@@ -646,7 +640,6 @@ impl Inner {
         let found = {
             let mut guard = lock(&self.state);
             let state = &mut *guard;
-            let mut taken = state.taken();
             let shut_down = state.shut_down;
             let Some(rev) = state.revisions.get_mut(key) else {
                 return false;
@@ -660,7 +653,7 @@ impl Inner {
             };
             replica.stop();
             if rev.failure.is_none() && !shut_down && !rev.removing {
-                self.converge(&mut state.next_id, rev, key, &mut taken);
+                self.converge(&mut state.next_id, rev, key, &mut state.taken);
             }
             true
         };

@@ -709,11 +709,14 @@ fn a_new_replica_never_gets_a_port_another_replica_holds() {
     ];
     for (offered, want) in cases {
         let mut offered_iter = offered.iter().copied();
-        let got = port_not_in(&taken, || {
-            offered_iter
-                .next()
-                .ok_or_else(|| std::io::Error::other("no more ports"))
-        });
+        let got = port_not_in(
+            |p| taken.contains(&p),
+            || {
+                offered_iter
+                    .next()
+                    .ok_or_else(|| std::io::Error::other("no more ports"))
+            },
+        );
         assert_eq!(got.ok(), want, "offered {offered:?}");
     }
 }
