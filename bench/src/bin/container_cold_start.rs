@@ -123,6 +123,7 @@ async fn main() -> anyhow::Result<()> {
         },
         grace_period: Duration::from_secs(5),
         name_prefix: String::new(),
+        routed: true,
     };
     // The same with containerd's default seccomp profile (`RuntimeDefault`).
     let mut filtered = spec.clone();

@@ -78,6 +78,10 @@ pub struct ReplicaSpec {
     /// name a Deployment's ReplicaSet gives its pods, which a random 5-character suffix
     /// completes (the replica's hostname and `metadata.name`). Empty: `<revision>-<n>`.
     pub name_prefix: String,
+    /// The revision is routed (its `serving.knative.dev/routingState` is `active`): a
+    /// request may wake it from zero, so a platform may ready its next replica while it is
+    /// at zero. A revision that no route names only waits to be collected.
+    pub routed: bool,
 }
 
 impl ReplicaSpec {

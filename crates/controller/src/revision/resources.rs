@@ -18,7 +18,7 @@ use wisp_runtime::{
 
 use crate::{
     conditions::{ConditionSet, READY},
-    names::label,
+    names::{label, routing_state},
     revision::digest::ResolveOptions,
 };
 
@@ -154,6 +154,10 @@ pub fn replica_spec(rev: &Revision, cfg: &Config) -> Option<ReplicaSpec> {
         pod,
         grace_period: rev.timeout(&cfg.defaults),
         name_prefix: super::views::name_prefix(&m.name, &hash),
+        routed: m
+            .labels
+            .get(label::ROUTING_STATE)
+            .is_some_and(|s| s == routing_state::ACTIVE),
     })
 }
 
@@ -509,6 +513,23 @@ mod tests {
             (spec.grace_period, spec.service.as_str()),
             (Duration::from_secs(30), "")
         );
+        // Routed: what the labeler says of it (`pending` until a route names it).
+        for (state, routed) in [
+            (None, false),
+            (Some(routing_state::PENDING), false),
+            (Some(routing_state::ACTIVE), true),
+            (Some(routing_state::RESERVE), false),
+        ] {
+            match state {
+                Some(s) => r
+                    .metadata
+                    .labels
+                    .insert(label::ROUTING_STATE.into(), s.into()),
+                None => r.metadata.labels.remove(label::ROUTING_STATE),
+            };
+            let spec = replica_spec(&r, &Config::default()).unwrap();
+            assert_eq!(spec.routed, routed, "{state:?}");
+        }
         r.spec.pod.containers.clear();
         assert!(replica_spec(&r, &Config::default()).is_none());
     }

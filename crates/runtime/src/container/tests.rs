@@ -299,6 +299,7 @@ fn spec(name: &str, containers: Vec<Container>, grace: Duration) -> ReplicaSpec 
         },
         grace_period: grace,
         name_prefix: String::new(),
+        routed: true,
     }
 }
 
@@ -1301,21 +1302,47 @@ async fn a_revision_scaled_to_zero_gets_a_standby_sandbox_its_next_replica_takes
     p.scale(&s, 0);
     wait_for_standby(&fx, &p, &s.key).await;
     p.remove(&s.key);
-    let deadline = Instant::now() + WAIT;
-    while !fx.namespaces().is_empty() || !fx.containers().is_empty() {
-        assert!(Instant::now() < deadline, "the standby was not removed");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    // A standby left at shutdown goes too.
+    wait_for_no_sandbox(&fx).await;
+    // A revision that no route names (any more) gets none, and loses the one it had.
     let other = spec(
         "other",
         vec![hello("user-container")],
         Duration::from_secs(1),
     );
+    let unrouted = ReplicaSpec {
+        routed: false,
+        ..other.clone()
+    };
+    p.scale(&other, 1);
+    wait_for(&p, &other.key, "ready", all_ready(1)).await;
+    p.scale(&unrouted, 0);
+    wait_for(&p, &other.key, "at zero", |r| r.is_empty().then_some(())).await;
+    wait_for_no_sandbox(&fx).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        fx.namespaces(),
+        Vec::<String>::new(),
+        "a standby for an unrouted revision"
+    );
+    p.scale(&other, 1);
+    wait_for(&p, &other.key, "ready", all_ready(1)).await;
+    p.scale(&other, 0);
+    wait_for_standby(&fx, &p, &other.key).await;
+    p.scale(&unrouted, 0);
+    wait_for_no_sandbox(&fx).await;
+    // A standby left at shutdown goes too.
     p.scale(&other, 1);
     wait_for(&p, &other.key, "ready", all_ready(1)).await;
     p.scale(&other, 0);
     wait_for_standby(&fx, &p, &other.key).await;
     p.shutdown().await;
     fx.assert_torn_down();
+}
+
+async fn wait_for_no_sandbox(fx: &Fixture) {
+    let deadline = Instant::now() + WAIT;
+    while !fx.namespaces().is_empty() || !fx.containers().is_empty() {
+        assert!(Instant::now() < deadline, "a sandbox was left");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

@@ -494,14 +494,18 @@ impl Inner {
                     replicas: BTreeMap::new(),
                 });
             rev.nudge.send_modify(|n| *n = n.wrapping_add(1));
-            // Scaled to zero: its next replica's sandbox is readied now, for the request
-            // that will wake it.
-            if replicas == 0 && rev.desired > 0 && rev.failure.is_none() {
+            // Scaled to zero while routed: its next replica's sandbox is readied now, for
+            // the request that will wake it. Not routed (any more): nothing will.
+            if !spec.routed {
+                if let Some(drop) = self.launcher.clone().forget(&spec.key) {
+                    self.background(drop);
+                }
+            } else if replicas == 0 && rev.desired > 0 && rev.failure.is_none() {
                 let objects = lock(&self.objects).clone();
-                let ready = self
-                    .launcher
-                    .clone()
-                    .standby(rev.spec.clone(), objects, &state.taken);
+                let ready =
+                    self.launcher
+                        .clone()
+                        .standby(Arc::new(spec.clone()), objects, &state.taken);
                 if let Some(ready) = ready {
                     self.background(ready);
                 }

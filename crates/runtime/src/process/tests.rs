@@ -104,6 +104,7 @@ fn spec(name: &str, script: &str, readiness: Probe) -> ReplicaSpec {
         },
         grace_period: Duration::from_secs(5),
         name_prefix: String::new(),
+        routed: true,
     }
 }
 
