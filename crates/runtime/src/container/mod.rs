@@ -488,6 +488,15 @@ impl ContainerLauncher {
         Some(sandbox)
     }
 
+    /// Removes a standby that was pushed out or forgotten (once made, if it still is being
+    /// made), then frees its address.
+    async fn dispose(&self, address: SocketAddr, slot: standby::Slot<ContainerSandbox>) {
+        if let Some(sandbox) = slot.lock().await.take() {
+            Box::new(sandbox).remove().await;
+        }
+        lock(&self.standbys).retired(address);
+    }
+
     /// Removes what a failed preparation for `address` left (namespace, sandbox files).
     async fn remove_half_made(&self, address: SocketAddr) {
         let ip = match address {
@@ -1085,22 +1094,16 @@ impl Launcher for ContainerLauncher {
         let address = self.address(&spec, taken).ok()?;
         let (guard, evicted) = lock(&self.standbys).reserve(&spec.key, address)?;
         Some(Box::pin(async move {
-            for slot in evicted {
-                if let Some(sandbox) = slot.lock().await.take() {
-                    Box::new(sandbox).remove().await;
-                }
+            for (address, slot) in evicted {
+                self.dispose(address, slot).await;
             }
             self.make_standby(spec, objects, address, guard).await;
         }))
     }
 
     fn forget(self: Arc<Self>, key: &RevisionKey) -> Option<BoxFut<'static, ()>> {
-        let slot = lock(&self.standbys).remove(key)?;
-        Some(Box::pin(async move {
-            if let Some(sandbox) = slot.lock().await.take() {
-                Box::new(sandbox).remove().await;
-            }
-        }))
+        let (address, slot) = lock(&self.standbys).forget(key)?;
+        Some(Box::pin(async move { self.dispose(address, slot).await }))
     }
 
     fn shutdown(&self) -> BoxFut<'_, ()> {

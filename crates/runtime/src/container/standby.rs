@@ -12,7 +12,7 @@
 //! dropping them is `ContainerLauncher`'s (`container/mod.rs`).
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{HashMap, HashSet, VecDeque},
     net::SocketAddr,
     sync::Arc,
 };
@@ -34,6 +34,9 @@ pub(super) struct Standbys<T> {
     by_key: HashMap<RevisionKey, (SocketAddr, Slot<T>)>,
     /// Oldest first.
     order: VecDeque<RevisionKey>,
+    /// Addresses of standbys pushed out or forgotten whose sandbox is still being removed:
+    /// no replica may get one until its namespace is gone ([`retired`](Self::retired)).
+    retiring: HashSet<SocketAddr>,
 }
 
 impl<T> Default for Standbys<T> {
@@ -41,6 +44,7 @@ impl<T> Default for Standbys<T> {
         Self {
             by_key: HashMap::new(),
             order: VecDeque::new(),
+            retiring: HashSet::new(),
         }
     }
 }
@@ -51,7 +55,7 @@ impl<T> Standbys<T> {
         self.by_key.get(key).map(|(a, _)| *a)
     }
 
-    /// Addresses reserved for revisions other than `key`.
+    /// Addresses reserved for revisions other than `key`, and those still being freed.
     pub fn reserved_except<'a>(
         &'a self,
         key: &'a RevisionKey,
@@ -60,17 +64,19 @@ impl<T> Standbys<T> {
             .iter()
             .filter(move |(k, _)| *k != key)
             .map(|(_, (a, _))| *a)
+            .chain(self.retiring.iter().copied())
     }
 
     /// Reserves `address` for a standby of `key`: returns the new slot, locked (the maker
-    /// fills it and lets go), and the slots pushed out to stay within [`MAX_STANDBYS`],
-    /// which the caller must dispose of. None if `key` has one already.
+    /// fills it and lets go), and the standbys pushed out to stay within [`MAX_STANDBYS`],
+    /// which the caller must dispose of (their addresses stay held until
+    /// [`retired`](Self::retired)). None if `key` has one already.
     #[allow(clippy::type_complexity)]
     pub fn reserve(
         &mut self,
         key: &RevisionKey,
         address: SocketAddr,
-    ) -> Option<(OwnedMutexGuard<Option<T>>, Vec<Slot<T>>)> {
+    ) -> Option<(OwnedMutexGuard<Option<T>>, Vec<(SocketAddr, Slot<T>)>)> {
         if self.by_key.contains_key(key) {
             return None;
         }
@@ -79,8 +85,9 @@ impl<T> Standbys<T> {
             let Some(oldest) = self.order.pop_front() else {
                 break;
             };
-            if let Some((_, slot)) = self.by_key.remove(&oldest) {
-                evicted.push(slot);
+            if let Some(gone) = self.detach(&oldest) {
+                self.retiring.insert(gone.0);
+                evicted.push(gone);
             }
         }
         let slot: Slot<T> = Arc::new(Mutex::new(None));
@@ -95,32 +102,46 @@ impl<T> Standbys<T> {
     /// address (two replicas started at once: the first took it).
     pub fn take(&mut self, key: &RevisionKey, address: SocketAddr) -> Option<Slot<T>> {
         match self.by_key.get(key) {
-            Some((a, _)) if *a == address => self.remove(key),
+            Some((a, _)) if *a == address => self.detach(key).map(|(_, slot)| slot),
             _ => None,
         }
     }
 
-    /// Removes `key`'s standby, whatever its address.
-    pub fn remove(&mut self, key: &RevisionKey) -> Option<Slot<T>> {
-        let (_, slot) = self.by_key.remove(key)?;
-        self.order.retain(|k| k != key);
-        Some(slot)
+    /// Removes `key`'s standby, to be disposed of by the caller: its address stays held
+    /// until [`retired`](Self::retired).
+    pub fn forget(&mut self, key: &RevisionKey) -> Option<(SocketAddr, Slot<T>)> {
+        let gone = self.detach(key)?;
+        self.retiring.insert(gone.0);
+        Some(gone)
     }
 
-    /// Removes `key`'s standby if it is still `slot` (its maker failed; a newer one stays).
+    /// A disposed standby's address is free again.
+    pub fn retired(&mut self, address: SocketAddr) {
+        self.retiring.remove(&address);
+    }
+
+    /// Removes `key`'s standby if it is still `slot` (its maker failed, and removed what
+    /// it made; a newer one stays).
     pub fn release(&mut self, key: &RevisionKey, slot: &Slot<T>) {
         if self
             .by_key
             .get(key)
             .is_some_and(|(_, s)| Arc::ptr_eq(s, slot))
         {
-            self.remove(key);
+            self.detach(key);
         }
+    }
+
+    fn detach(&mut self, key: &RevisionKey) -> Option<(SocketAddr, Slot<T>)> {
+        let gone = self.by_key.remove(key)?;
+        self.order.retain(|k| k != key);
+        Some(gone)
     }
 
     /// Every standby, for shutdown.
     pub fn drain(&mut self) -> Vec<Slot<T>> {
         self.order.clear();
+        self.retiring.clear();
         self.by_key.drain().map(|(_, (_, s))| s).collect()
     }
 }
@@ -170,10 +191,15 @@ mod tests {
             assert!(evicted.is_empty());
             guards.push(g);
         }
-        // One more: the oldest goes, and is handed back to be disposed of.
+        // One more: the oldest goes, and is handed back to be disposed of; its address
+        // stays held until it is.
         let (_g, evicted) = s.reserve(&key("new"), addr(100)).unwrap();
         assert_eq!(evicted.len(), 1);
+        assert_eq!(evicted[0].0, addr(2));
         assert_eq!(s.address_of(&key("r0")), None);
+        assert!(s.reserved_except(&key("new")).any(|a| a == addr(2)));
+        s.retired(addr(2));
+        assert!(!s.reserved_except(&key("new")).any(|a| a == addr(2)));
         assert_eq!(s.address_of(&key("new")), Some(addr(100)));
         // A revision has one at most.
         assert!(s.reserve(&key("new"), addr(101)).is_none());
@@ -191,8 +217,15 @@ mod tests {
         // Another address: a second replica started at once; the first keeps it.
         assert!(s.take(&key("a"), addr(3)).is_none());
         assert_eq!(s.address_of(&key("a")), Some(addr(2)));
+        // A forgotten standby's address is held until it is disposed of.
+        let (gone, _) = s.forget(&key("a")).unwrap();
+        assert_eq!(gone, addr(2));
+        assert_eq!(
+            s.reserved_except(&key("b")).collect::<Vec<_>>(),
+            vec![addr(2)]
+        );
+        s.retired(gone);
         // A failed maker releases its own reservation, not a newer one.
-        s.remove(&key("a"));
         let (_g2, _) = s.reserve(&key("a"), addr(4)).unwrap();
         s.release(&key("a"), &slot);
         assert_eq!(s.address_of(&key("a")), Some(addr(4)));
