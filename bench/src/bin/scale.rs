@@ -12,6 +12,8 @@
 //! 5. one Route's traffic changed: a tag removed from a Service's traffic → the time until
 //!    the ingress answers 404 for the tag's host;
 //! 6. cold start: one request to each of the `--late` services (at zero) → answered;
+//!    before those two, the data plane: `wrk` against one more service (a replica kept
+//!    up) among the N, against the same probe with that service alone on a server;
 //! 7. restart: SIGTERM, a new `wisp serve` on the same data dir: time until its API
 //!    answers, until the first Service created answers through the ingress again, and how
 //!    many replicas run a little later (those that ran before the restart and the one
@@ -85,6 +87,10 @@ struct Args {
     /// Print the results only; write nothing.
     #[arg(long)]
     no_write: bool,
+    /// Seconds of each of the 3 `wrk` runs of the data-plane probe (one service with a
+    /// replica among the N, against the same service alone on its own server); 0: none.
+    #[arg(long, default_value_t = 5)]
+    dataplane_secs: u64,
 }
 
 /// A Service running `app`; `at_zero` adds nothing (the server's config starts it at zero).
@@ -98,6 +104,57 @@ fn service(name: &str, app: &str) -> Value {
             "env": [{"name": "TARGET", "value": "scale"}],
         }]}}},
     })
+}
+
+/// The Service the data-plane probe loads: one replica kept up (`min-scale: 1`).
+const DATAPLANE: &str = "dataplane";
+
+/// Requests per second through the ingress to the [`DATAPLANE`] service, created now with
+/// a replica kept up: the median of 3 `wrk -t2 -c50` runs of `secs` each, after a 1 s
+/// warm-up. The same probe runs with the service alone on a server and among N others.
+fn dataplane(server: &Server, app: &str, secs: u64) -> anyhow::Result<f64> {
+    let wrk = load::find_wrk()?;
+    let mut svc = service(DATAPLANE, app);
+    svc["spec"]["template"]["metadata"] =
+        json!({"annotations": {"autoscaling.knative.dev/min-scale": "1"}});
+    server.api().create("services", &svc)?;
+    let ingress = server.ingress_addr(Duration::from_secs(10))?;
+    let host = format!("{DATAPLANE}.{NAMESPACE}.{DOMAIN}");
+    until_status(ingress, &host, |s| s == 200, Duration::from_secs(60))?;
+    let run = |duration| load::WrkRun {
+        threads: 2,
+        connections: 50,
+        duration,
+        host: Some(host.clone()),
+        url: format!("http://{ingress}/"),
+    };
+    run(Duration::from_secs(1)).run(&wrk)?;
+    let mut rps = Vec::new();
+    for _ in 0..3 {
+        let r = run(Duration::from_secs(secs)).run(&wrk)?;
+        if r.non_2xx > 0 || r.socket_errors > 0 {
+            bail!(
+                "data-plane probe: {} non-2xx answers, {} socket errors",
+                r.non_2xx,
+                r.socket_errors
+            );
+        }
+        rps.push(r.rps);
+    }
+    rps.sort_by(f64::total_cmp);
+    Ok(rps[1])
+}
+
+/// The data-plane probe's reference: the [`DATAPLANE`] service alone on a fresh server.
+fn dataplane_alone(args: &Args, wisp: &Path, app: &str) -> anyhow::Result<f64> {
+    let (_dir, config) = setup::config_file(AT_ZERO)?;
+    let mut opts = server::Options::new(wisp.to_path_buf());
+    opts.config = Some(config);
+    let server = Server::start(&opts)?;
+    eprintln!("data plane, one service alone");
+    let rps = dataplane(&server, app, args.dataplane_secs)?;
+    server.stop()?;
+    Ok(rps)
 }
 
 /// When each Service was first seen Ready, fed by a watch of services.
@@ -340,6 +397,8 @@ struct AtZero {
     restart_first_answer: Duration,
     replicas_before_restart: usize,
     replicas_after_restart: usize,
+    /// The data-plane probe's requests per second to one service among these.
+    dataplane_rps: Option<f64>,
     cold_start: Summary,
     idle_after_restart: Idle,
 }
@@ -387,8 +446,14 @@ fn at_zero(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<AtZe
     }
     watch.stop();
 
-    // With the N (+ the late ones) in place and settled: a route change and cold starts
-    // among them, as one service among many sees them.
+    // With the N (+ the late ones) in place and settled: the data plane, a route change
+    // and cold starts among them, as one service among many sees them.
+    let dataplane_rps = if args.dataplane_secs > 0 {
+        eprintln!("  data plane");
+        Some(dataplane(&server, app, args.dataplane_secs)?)
+    } else {
+        None
+    };
     let ingress = server.ingress_addr(Duration::from_secs(10))?;
     eprintln!("  route updates");
     let mut updates = Vec::new();
@@ -436,6 +501,7 @@ fn at_zero(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<AtZe
         restart_first_answer,
         replicas_before_restart,
         replicas_after_restart,
+        dataplane_rps,
         cold_start: Summary::of(&cold).context("cold starts")?,
         idle_after_restart,
     })
@@ -487,6 +553,17 @@ fn main() -> anyhow::Result<()> {
     // A round that fails is reported as such; the others still are.
     let mut failed = Vec::new();
     let mut zero = Vec::new();
+    let alone = if args.dataplane_secs > 0 {
+        match dataplane_alone(&args, &wisp, &app) {
+            Ok(rps) => Some(rps),
+            Err(e) => {
+                failed.push(format!("data plane, one service alone: {e:#}"));
+                None
+            }
+        }
+    } else {
+        None
+    };
     // A size of 0 skips the round (`--replica-sizes 0`: none with replicas).
     for &n in args.sizes.iter().filter(|n| **n > 0) {
         match at_zero(&args, &wisp, &app, n) {
@@ -509,7 +586,7 @@ fn main() -> anyhow::Result<()> {
         args.threads
     );
     out += "![create → Ready p95, CPU per service and RSS against the number of services](scale.svg)\n\n";
-    out += &zero_table(&zero, &args).render();
+    out += &zero_table(&zero, &args, alone).render();
     out += "\n## With one replica per service\n\n";
     out += &replica_table(&replicas, &args).render();
     out += "\nThe idle figures with replicas are the KPA ticking every revision (no request \
@@ -558,7 +635,7 @@ impl<'a, T> Columns<'a, T> {
     }
 }
 
-fn zero_table(rows: &[(usize, AtZero)], args: &Args) -> Table {
+fn zero_table(rows: &[(usize, AtZero)], args: &Args, alone: Option<f64>) -> Table {
     let mut cols = Columns::new("services at zero", rows);
     let mut row =
         |what: &str, f: &dyn Fn(&AtZero) -> String, target: &str| cols.row(what, f, target);
@@ -668,6 +745,20 @@ fn zero_table(rows: &[(usize, AtZero)], args: &Args) -> Table {
         "cold start p95",
         &|z| ms(z.cold_start.p95),
         "≤ 1.2 × the smallest size's",
+    );
+    let alone_text = alone.map_or("–".to_string(), |a| format!("{a:.0} req/s"));
+    row(
+        &format!(
+            "data plane: one service among them, `wrk -t2 -c50`, median of 3 × {} s (alone on \
+             a server: {alone_text})",
+            args.dataplane_secs
+        ),
+        &|z| match (z.dataplane_rps, alone) {
+            (Some(rps), Some(a)) => format!("{rps:.0} req/s ({:.3}×)", rps / a),
+            (Some(rps), None) => format!("{rps:.0} req/s"),
+            _ => "–".into(),
+        },
+        "≥ 0.97× alone",
     );
     cols.table
 }
