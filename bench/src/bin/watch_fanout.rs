@@ -90,6 +90,9 @@ struct Seen {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
+    if args.watchers == 0 || args.writers == 0 || args.services == 0 {
+        bail!("--watchers, --writers and --services must be at least 1");
+    }
     let (wisp, app) = setup::binaries(args.wisp.as_deref(), args.app.as_deref(), "hello")?;
     let load_start = procfs::loadavg();
     let (_dir, config) = setup::config_file(AT_ZERO)?;
