@@ -466,17 +466,17 @@ impl ContainerLauncher {
         let slot = lock(&self.standbys).take(&replica.key, replica.address)?;
         // Waits for its making if it is not done yet.
         let sandbox = slot.lock().await.take()?;
-        let SocketAddr::V4(address) = replica.address else {
-            return None;
+        let ip = match replica.address {
+            SocketAddr::V4(a) if sandbox.spec == replica.spec => *a.ip(),
+            _ => {
+                Box::new(sandbox).remove().await;
+                return None;
+            }
         };
-        if sandbox.spec != replica.spec {
-            Box::new(sandbox).remove().await;
-            return None;
-        }
         // The files are bind-mounted into the container: rewritten in place, as the
         // kubelet writes a pod's.
         let hostname = pod_hostname(&replica.name);
-        if let Err(e) = write_sandbox_files(&sandbox.dir, &hostname, *address.ip()).await {
+        if let Err(e) = write_sandbox_files(&sandbox.dir, &hostname, ip).await {
             tracing::debug!(replica = %replica.name, "standby sandbox not used: {e}");
             Box::new(sandbox).remove().await;
             return None;
