@@ -196,6 +196,7 @@ fn launch(program: &Path, bundle: &Path) -> Result<Parked, String> {
             let report = other.and_then(|first| {
                 let rest = init::read_report(&mut ours)?;
                 Ok(match first {
+                    Some(first) if rest.is_empty() => first,
                     Some(first) => format!("{first}\n{rest}"),
                     None => rest,
                 })
