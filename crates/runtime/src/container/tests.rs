@@ -1346,3 +1346,27 @@ async fn wait_for_no_sandbox(fx: &Fixture) {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_that_cannot_start_reports_why_with_the_exit_code_128() {
+    require_containers!();
+    let fx = Fixture::new(Rt::Native, 14);
+    let p = fx.platform();
+    let c = Container {
+        command: vec!["no-such-app".into()],
+        ..hello("user-container")
+    };
+    let s = spec("nostart", vec![c], Duration::from_secs(1));
+    p.scale(&s, 1);
+    let exit = wait_for(&p, &s.key, "a failed start", |r| {
+        r.first().and_then(|r| r.last_exit.clone())
+    })
+    .await;
+    assert_eq!(exit.code, Some(128), "{exit:?}");
+    assert_eq!(
+        exit.message, "exec: \"no-such-app\": executable file not found in $PATH",
+        "{exit:?}"
+    );
+    p.shutdown().await;
+    fx.assert_torn_down();
+}
