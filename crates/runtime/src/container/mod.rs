@@ -1092,9 +1092,10 @@ impl Launcher for ContainerLauncher {
             return None;
         }
         let address = self.address(&spec, taken).ok()?;
-        let (guard, evicted) = lock(&self.standbys).reserve(&spec.key, address)?;
+        let (guard, evicted) =
+            lock(&self.standbys).reserve(&spec.key, address, std::time::Instant::now())?;
         Some(Box::pin(async move {
-            for (address, slot) in evicted {
+            if let Some((address, slot)) = evicted {
                 self.dispose(address, slot).await;
             }
             self.make_standby(spec, objects, address, guard).await;

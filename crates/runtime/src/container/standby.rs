@@ -8,13 +8,17 @@
 //! The bookkeeping is here ([`Standbys`]): which revision holds which address (a replica of
 //! another revision must not get it), in the order they were made, and at most
 //! [`MAX_STANDBYS`] of them — revisions that ran recently are the ones likely to be asked
-//! again, and a parked sandbox holds a process, a namespace and a mount. Making, taking and
-//! dropping them is `ContainerLauncher`'s (`container/mod.rs`).
+//! again, and a parked sandbox holds a process, a namespace and a mount. A new standby
+//! pushes out the oldest only if that one waited [`MIN_AGE`] already: when many revisions
+//! go to zero together (100 at once, say) the first few get one and the rest none, instead
+//! of each making a sandbox that the next removes while the machine is busiest. Making,
+//! taking and dropping them is `ContainerLauncher`'s (`container/mod.rs`).
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
     net::SocketAddr,
     sync::Arc,
+    time::{Duration, Instant},
 };
 
 use tokio::sync::{Mutex, OwnedMutexGuard};
@@ -25,6 +29,9 @@ use crate::RevisionKey;
 /// How many revisions at zero have a sandbox readied at once (the most recent ones).
 pub(super) const MAX_STANDBYS: usize = 8;
 
+/// How long a standby is kept before a newer one may push it out.
+pub(super) const MIN_AGE: Duration = Duration::from_secs(60);
+
 /// A standby's content: empty while it is being made (whoever takes it waits for the lock),
 /// and if making it failed.
 pub(super) type Slot<T> = Arc<Mutex<Option<T>>>;
@@ -32,8 +39,8 @@ pub(super) type Slot<T> = Arc<Mutex<Option<T>>>;
 /// The standbys of a platform, by revision.
 pub(super) struct Standbys<T> {
     by_key: HashMap<RevisionKey, (SocketAddr, Slot<T>)>,
-    /// Oldest first.
-    order: VecDeque<RevisionKey>,
+    /// Oldest first, with when each was reserved.
+    order: VecDeque<(RevisionKey, Instant)>,
     /// Addresses of standbys pushed out or forgotten whose sandbox is still being removed:
     /// no replica may get one until its namespace is gone ([`retired`](Self::retired)).
     retiring: HashSet<SocketAddr>,
@@ -67,33 +74,36 @@ impl<T> Standbys<T> {
             .chain(self.retiring.iter().copied())
     }
 
-    /// Reserves `address` for a standby of `key`: returns the new slot, locked (the maker
-    /// fills it and lets go), and the standbys pushed out to stay within [`MAX_STANDBYS`],
-    /// which the caller must dispose of (their addresses stay held until
-    /// [`retired`](Self::retired)). None if `key` has one already.
+    /// Reserves `address` for a standby of `key` (at `now`): returns the new slot, locked
+    /// (the maker fills it and lets go), and the standby pushed out to stay within
+    /// [`MAX_STANDBYS`], if any, which the caller must dispose of (its address stays held
+    /// until [`retired`](Self::retired)). None if `key` has one already, or if every
+    /// standby is younger than [`MIN_AGE`].
     #[allow(clippy::type_complexity)]
     pub fn reserve(
         &mut self,
         key: &RevisionKey,
         address: SocketAddr,
-    ) -> Option<(OwnedMutexGuard<Option<T>>, Vec<(SocketAddr, Slot<T>)>)> {
+        now: Instant,
+    ) -> Option<(OwnedMutexGuard<Option<T>>, Option<(SocketAddr, Slot<T>)>)> {
         if self.by_key.contains_key(key) {
             return None;
         }
-        let mut evicted = Vec::new();
-        while self.order.len() >= MAX_STANDBYS {
-            let Some(oldest) = self.order.pop_front() else {
-                break;
-            };
+        let mut evicted = None;
+        if self.order.len() >= MAX_STANDBYS {
+            let (oldest, since) = self.order.front()?.clone();
+            if now.saturating_duration_since(since) < MIN_AGE {
+                return None;
+            }
             if let Some(gone) = self.detach(&oldest) {
                 self.retiring.insert(gone.0);
-                evicted.push(gone);
+                evicted = Some(gone);
             }
         }
         let slot: Slot<T> = Arc::new(Mutex::new(None));
         let guard = slot.clone().try_lock_owned().ok()?;
         self.by_key.insert(key.clone(), (address, slot));
-        self.order.push_back(key.clone());
+        self.order.push_back((key.clone(), now));
         Some((guard, evicted))
     }
 
@@ -134,7 +144,7 @@ impl<T> Standbys<T> {
 
     fn detach(&mut self, key: &RevisionKey) -> Option<(SocketAddr, Slot<T>)> {
         let gone = self.by_key.remove(key)?;
-        self.order.retain(|k| k != key);
+        self.order.retain(|(k, _)| k != key);
         Some(gone)
     }
 
@@ -183,26 +193,30 @@ mod tests {
     #[test]
     fn the_oldest_standbys_make_way_and_reserved_addresses_are_kept_from_others() {
         let mut s: Standbys<u32> = Standbys::default();
+        let t0 = Instant::now();
         let mut guards = Vec::new();
         for i in 0..MAX_STANDBYS {
+            let at = t0 + Duration::from_secs(i as u64);
             let (g, evicted) = s
-                .reserve(&key(&format!("r{i}")), addr(i as u8 + 2))
+                .reserve(&key(&format!("r{i}")), addr(i as u8 + 2), at)
                 .unwrap();
-            assert!(evicted.is_empty());
+            assert!(evicted.is_none());
             guards.push(g);
         }
-        // One more: the oldest goes, and is handed back to be disposed of; its address
-        // stays held until it is.
-        let (_g, evicted) = s.reserve(&key("new"), addr(100)).unwrap();
-        assert_eq!(evicted.len(), 1);
-        assert_eq!(evicted[0].0, addr(2));
+        // One more while all are young: none is pushed out, the new one gets nothing.
+        let young = t0 + MIN_AGE - Duration::from_millis(1);
+        assert!(s.reserve(&key("new"), addr(100), young).is_none());
+        // Once the oldest has waited long enough it goes, handed back to be disposed of;
+        // its address stays held until it is.
+        let (_g, evicted) = s.reserve(&key("new"), addr(100), t0 + MIN_AGE).unwrap();
+        assert_eq!(evicted.map(|e| e.0), Some(addr(2)));
         assert_eq!(s.address_of(&key("r0")), None);
         assert!(s.reserved_except(&key("new")).any(|a| a == addr(2)));
         s.retired(addr(2));
         assert!(!s.reserved_except(&key("new")).any(|a| a == addr(2)));
         assert_eq!(s.address_of(&key("new")), Some(addr(100)));
         // A revision has one at most.
-        assert!(s.reserve(&key("new"), addr(101)).is_none());
+        assert!(s.reserve(&key("new"), addr(101), t0 + MIN_AGE).is_none());
         let others: Vec<SocketAddr> = s.reserved_except(&key("new")).collect();
         assert_eq!(others.len(), MAX_STANDBYS - 1);
         assert!(!others.contains(&addr(100)));
@@ -212,7 +226,7 @@ mod tests {
     #[test]
     fn a_standby_is_taken_only_for_its_address_and_released_only_by_its_maker() {
         let mut s: Standbys<u32> = Standbys::default();
-        let (guard, _) = s.reserve(&key("a"), addr(2)).unwrap();
+        let (guard, _) = s.reserve(&key("a"), addr(2), Instant::now()).unwrap();
         let slot = OwnedMutexGuard::mutex(&guard).clone();
         // Another address: a second replica started at once; the first keeps it.
         assert!(s.take(&key("a"), addr(3)).is_none());
@@ -226,7 +240,7 @@ mod tests {
         );
         s.retired(gone);
         // A failed maker releases its own reservation, not a newer one.
-        let (_g2, _) = s.reserve(&key("a"), addr(4)).unwrap();
+        let (_g2, _) = s.reserve(&key("a"), addr(4), Instant::now()).unwrap();
         s.release(&key("a"), &slot);
         assert_eq!(s.address_of(&key("a")), Some(addr(4)));
         let taken = s.take(&key("a"), addr(4));
@@ -238,7 +252,7 @@ mod tests {
     #[tokio::test]
     async fn whoever_takes_a_standby_waits_for_its_maker() {
         let mut s: Standbys<u32> = Standbys::default();
-        let (mut guard, _) = s.reserve(&key("a"), addr(2)).unwrap();
+        let (mut guard, _) = s.reserve(&key("a"), addr(2), Instant::now()).unwrap();
         let slot = s.take(&key("a"), addr(2)).unwrap();
         let taker = tokio::spawn(async move { slot.lock().await.take() });
         tokio::task::yield_now().await;
