@@ -7,7 +7,7 @@
 //! the size of what changed, never the size of the view.
 
 use std::{
-    collections::{BTreeMap, BTreeSet, HashMap, VecDeque},
+    collections::{BTreeMap, HashMap, VecDeque},
     sync::{Arc, Mutex},
 };
 
@@ -101,8 +101,10 @@ impl std::fmt::Debug for View {
 /// and about 20 MiB packed.
 struct Inner {
     objects: BTreeMap<Key, Packed>,
-    /// Each producer set's members ([`View::replace_set`]).
-    sets: HashMap<String, BTreeSet<Key>>,
+    /// Each producer set's members ([`View::replace_set`]), sorted. A boxed slice: most
+    /// sets hold one to three objects, and a `BTreeSet`'s first node alone takes about
+    /// 500 bytes (1.2 KiB per service with 10 000 services).
+    sets: HashMap<String, Box<[Key]>>,
     rv: u64,
     log: VecDeque<Logged>,
     /// The resourceVersion a watch must at least start from (events after it are in the
@@ -191,7 +193,11 @@ impl View {
             let key = (namespace.to_string(), name.to_string());
             let removed = inner.delete(&key, &mut lock(&self.codec));
             for members in inner.sets.values_mut() {
-                members.remove(&key);
+                if let Ok(i) = members.binary_search(&key) {
+                    let mut rest = std::mem::take(members).into_vec();
+                    rest.remove(i);
+                    *members = rest.into_boxed_slice();
+                }
             }
             removed
         };
@@ -209,7 +215,9 @@ impl View {
         let changed = {
             let mut inner = lock(&self.inner);
             let mut codec = lock(&self.codec);
-            let keys: BTreeSet<Key> = objects.iter().map(key_of).collect();
+            let mut keys: Vec<Key> = objects.iter().map(key_of).collect();
+            keys.sort_unstable();
+            keys.dedup();
             let mut changed = false;
             for obj in objects {
                 changed |= inner.upsert(obj, &mut codec);
@@ -219,10 +227,10 @@ impl View {
             } else {
                 inner
                     .sets
-                    .insert(set.to_string(), keys.clone())
+                    .insert(set.to_string(), keys.clone().into_boxed_slice())
                     .unwrap_or_default()
             };
-            for gone in old.difference(&keys) {
+            for gone in old.iter().filter(|k| keys.binary_search(k).is_err()) {
                 changed |= inner.delete(gone, &mut codec).is_some();
             }
             changed
@@ -527,6 +535,14 @@ mod tests {
         assert!(v.replace_set("a/rev-1", vec![]));
         assert_eq!(names(&v.list(None, |_| true).0), ["other"]);
         assert!(v.set_members("a/rev-1").is_empty());
+        // A member deleted by itself leaves its set; the rest stay, in key order.
+        let three = ["p3", "p1", "p2"].map(|n| pod("a", n, "Running")).to_vec();
+        assert!(v.replace_set("a/rev-2", three));
+        assert_eq!(names(&v.set_members("a/rev-2")), ["p1", "p2", "p3"]);
+        assert!(v.delete("a", "p2").is_some());
+        assert_eq!(names(&v.set_members("a/rev-2")), ["p1", "p3"]);
+        assert!(v.replace_set("a/rev-2", vec![pod("a", "p3", "Running")]));
+        assert_eq!(names(&v.list(None, |_| true).0), ["other", "p3"]);
     }
 
     #[test]
