@@ -306,6 +306,32 @@ impl View {
         (items, rv)
     }
 
+    /// The JSON texts of one namespace's objects (or all), in (namespace, name) order, with
+    /// the view's resourceVersion at that moment: for answers that copy them out as they
+    /// are, without parsing them.
+    pub fn list_texts(&self, namespace: Option<&str>) -> (Vec<String>, u64) {
+        let (packed, rv): (Vec<Packed>, u64) = {
+            let inner = lock(&self.inner);
+            let packed = match namespace {
+                Some(ns) => inner
+                    .objects
+                    .range((ns.to_string(), String::new())..)
+                    .take_while(|((n, _), _)| n == ns)
+                    .map(|(_, o)| o.clone())
+                    .collect(),
+                None => inner.objects.values().cloned().collect(),
+            };
+            (packed, inner.rv)
+        };
+        // A text the view packed always unpacks; "null" keeps the list whole if not.
+        let texts = self
+            .unpack_all(&packed)
+            .into_iter()
+            .map(|t| t.unwrap_or_else(|| "null".into()))
+            .collect();
+        (texts, rv)
+    }
+
     /// Up to `max` events after resourceVersion `from`, oldest first.
     pub fn events_since(&self, from: u64, max: usize) -> Result<Vec<ViewEvent>, Gone> {
         let inner = lock(&self.inner);
@@ -513,6 +539,15 @@ mod tests {
         assert_eq!(names(&a), ["y", "z"]);
         let (none, _) = v.list(Some("aa"), |_| true);
         assert!(none.is_empty());
+        // The texts are the objects, in the same order.
+        let (texts, rv) = v.list_texts(Some("a"));
+        assert_eq!(rv, 4);
+        let parsed: Vec<Arc<Value>> = texts
+            .iter()
+            .map(|t| Arc::new(serde_json::from_str(t).unwrap()))
+            .collect();
+        assert_eq!(parsed, v.list(Some("a"), |_| true).0);
+        assert_eq!(v.list_texts(None).0.len(), 4);
         let (some, _) = v.list(None, |o| o["metadata"]["name"] != "z");
         assert_eq!(names(&some), ["y", "x", "w"]);
     }
