@@ -351,6 +351,16 @@ fn raw_list(
             Err(StoreError::Gone { .. })
         )
     })?;
+    raw_list_body(kind, meta, &items)
+}
+
+/// A JSON list's body from its metadata and its items' texts, as `serde_json` writes the
+/// same list parsed (the texts were written by it).
+pub(crate) fn raw_list_body(
+    kind: &ResourceKind,
+    meta: Value,
+    items: &[crate::listing::RawItem],
+) -> Result<Vec<u8>, ApiError> {
     let head = json!({
         "apiVersion": kind.api_version(),
         "kind": format!("{}List", kind.kind),

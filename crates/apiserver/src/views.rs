@@ -132,6 +132,21 @@ pub(crate) async fn list_or_watch(
     // Encoded on the blocking pool: a list of a thousand pods is CPU work the async
     // workers must not do.
     let body = tokio::task::spawn_blocking(move || -> Result<Vec<u8>, ApiError> {
+        // A plain JSON list copies the view's texts into the answer, as a stored kind's
+        // does (`handlers::raw_list`): parsing each to write it out again took twice the
+        // time, and the memory of every object as a `Value` at once.
+        if matches!(form, ReadForm::Json) && !filtered && shown_fn(kind).is_none() {
+            let (texts, rv) = view.list_texts(ns.as_deref());
+            let mut items = texts
+                .into_iter()
+                .map(listing::RawItem::new)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| ApiError::internal(format!("view object: {e}")))?;
+            let meta = listing::page(&mut items, 0, rv, &params, filtered, |token_rv| {
+                view.events_since(token_rv, 0).is_ok()
+            })?;
+            return handlers::raw_list_body(kind, meta, &items);
+        }
         let (mut items, rv) = view.list(ns.as_deref(), |o| {
             selector.as_ref().is_none_or(|s| s.matches_object(o)) && fields.matches(o)
         });

@@ -91,6 +91,16 @@ async fn lists_select_page_and_print() {
     assert_eq!(code, 200);
     assert_eq!(all["kind"], "PodList");
     assert_eq!(names(&all), ["r1-p1", "r1-p2", "r2-p1"]);
+    // The plain list (the view's texts copied out) is the list a selector builds from the
+    // parsed objects.
+    let (_, everything) = call(
+        &app,
+        "GET",
+        "/api/v1/pods?labelSelector=serving.knative.dev%2Frevision",
+        "",
+    )
+    .await;
+    assert_eq!(all, everything);
     let (_, a) = call(&app, "GET", "/api/v1/namespaces/a/pods", "").await;
     assert_eq!(names(&a), ["r1-p1", "r1-p2"]);
     let (_, sel) = call(

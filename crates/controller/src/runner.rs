@@ -366,7 +366,7 @@ impl Router {
 
     fn dispatch_event(&self, ev: &RawEvent) {
         if let Some(kind) = self.kinds.get(&ev.resource)
-            && let Some(object) = parsed(kind, ev)
+            && let Some(object) = parsed(kind, &ev.object)
         {
             let deleted = ev.event_type == EventType::Deleted;
             self.dispatch(kind, &object, deleted, "changed");
@@ -387,9 +387,12 @@ impl Router {
 
     /// [`Router::resynced`] for a fresh list of `kind`. Returns how many objects there were.
     fn resync_kind(&self, kind: &'static ResourceKind) -> Result<usize, StoreError> {
-        let (items, _) = self.ctx.store.list(&resource(kind), None, None)?;
-        self.resynced(kind, &items);
-        Ok(items.len())
+        // Texts, parsed one at a time as dispatched (as in `listed`): the periodic resync's
+        // list of 10 000 revisions held parsed at once peaked RSS at 410 MiB, and left it
+        // 30 MiB higher.
+        let (texts, _) = self.ctx.store.list_raw(&resource(kind), None, None)?;
+        self.resynced(kind, texts.iter().filter_map(|t| parsed(kind, t)));
+        Ok(texts.len())
     }
 
     /// Dispatches every object of a list of `kind`; for revisions also queues the platform
@@ -427,7 +430,7 @@ impl Router {
             let items = events
                 .iter()
                 .filter(|e| e.resource == res)
-                .filter_map(|e| parsed(kind, e));
+                .filter_map(|e| parsed(kind, &e.object));
             self.resynced(kind, items);
         }
         debug!(objects = events.len(), "full resync");
@@ -435,8 +438,8 @@ impl Router {
 }
 
 /// A watched object's JSON (None, logged, when the store holds text that does not parse).
-fn parsed(kind: &ResourceKind, ev: &RawEvent) -> Option<serde_json::Value> {
-    match serde_json::from_str(&ev.object) {
+fn parsed(kind: &ResourceKind, text: &str) -> Option<serde_json::Value> {
+    match serde_json::from_str(text) {
         Ok(object) => Some(object),
         Err(e) => {
             error!(kind = kind.kind, error = %e, "stored object is not JSON; skipped");
@@ -806,6 +809,33 @@ mod tests {
                 .contains(&PlatformCall::Remove(orphan.clone()))
         })
         .await;
+        stop(h, tx).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_periodic_resync_reads_every_stored_revision() {
+        let (ctx, platform) = testing::test_context();
+        platform.set_auto_ready(true);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let controllers =
+            Controllers::new(ctx.clone(), serving()).with_resync_period(Duration::from_millis(100));
+        let h = tokio::spawn(controllers.run(async {
+            let _ = rx.await;
+        }));
+        testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+        eventually("configuration Ready", || config_ready(&ctx, "hello")).await;
+        // Only a resync finds replicas of a revision the store does not have: the one it
+        // read from the store (from its text) stays, the orphan goes.
+        let orphan = RevisionKey::new("default", "gone-00001");
+        platform.add_orphan(&orphan);
+        eventually("orphan removed by the periodic resync", || {
+            platform
+                .calls()
+                .contains(&PlatformCall::Remove(orphan.clone()))
+        })
+        .await;
+        let kept = RevisionKey::new("default", "hello-00001");
+        assert!(!platform.calls().contains(&PlatformCall::Remove(kept)));
         stop(h, tx).await;
     }
 

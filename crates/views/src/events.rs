@@ -11,7 +11,11 @@
 //!
 //! and bounded: an Event expires an hour after it was last seen (kube-apiserver's default
 //! `--event-ttl`), and at most [`MAX_EVENTS`] are held (the least recently seen goes
-//! first), so a crash loop or any other repeat never grows memory.
+//! first), so a crash loop or any other repeat never grows memory. Like client-go's
+//! `EventCorrelator`, the recorder remembers the keys it correlates by — for counting
+//! repeats and for combining similar events — for the [`LRU_CACHE_ENTRIES`] most recently
+//! used keys of each (`maxLruCacheEntries`); with ten thousand services created within ten
+//! minutes it otherwise remembered every object's keys until they aged out.
 
 use std::{
     collections::{BTreeSet, HashMap},
@@ -20,6 +24,7 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
+use hashlink::{LruCache, linked_hash_map::Entry};
 use serde_json::{Value, json};
 use wisp_sync::lock;
 
@@ -30,6 +35,10 @@ pub const EVENT_TTL: Duration = Duration::from_secs(3600);
 
 /// Events held at once; past it the least recently seen is dropped.
 pub const MAX_EVENTS: usize = 10_000;
+
+/// client-go's `maxLruCacheEntries` (`k8s.io/client-go/tools/record/events_cache.go`):
+/// the size of the correlator's caches of event keys and of aggregate keys.
+pub const LRU_CACHE_ENTRIES: usize = 4096;
 
 /// client-go's `defaultAggregateMaxEvents` and `defaultAggregateIntervalInSeconds`.
 const AGGREGATE_MAX_EVENTS: usize = 10;
@@ -128,25 +137,32 @@ impl Source {
     }
 }
 
-/// What one held Event is.
-struct Held {
-    dedupe: String,
-    last: i64,
-}
-
-#[derive(Default)]
 struct State {
-    /// Dedupe key → the Event's (namespace, name).
-    by_key: HashMap<String, (String, String)>,
-    /// (namespace, name) → its key and when it was last seen.
-    held: HashMap<(String, String), Held>,
+    /// Dedupe key → the Event's (namespace, name), for the most recently used keys
+    /// (client-go's `eventLogger` cache). A key may outlive its Event (expired or
+    /// evicted): a repeat then finds no Event and records a new one.
+    by_key: LruCache<String, (String, String)>,
+    /// (namespace, name) → when it was last seen.
+    held: HashMap<(String, String), i64>,
     /// (last seen in ns, namespace, name): expiry and eviction order.
     by_time: BTreeSet<(i64, String, String)>,
     /// Aggregate key → (when one was last seen, distinct messages seen since the window
-    /// began).
-    similar: HashMap<String, (i64, BTreeSet<String>)>,
+    /// began), for the most recently used keys (client-go's `EventAggregator` cache).
+    similar: LruCache<String, (i64, BTreeSet<String>)>,
     /// The timestamp the last new Event was named after.
     last_name: i64,
+}
+
+impl State {
+    fn new(cache_entries: usize) -> State {
+        State {
+            by_key: LruCache::new(cache_entries),
+            held: HashMap::new(),
+            by_time: BTreeSet::new(),
+            similar: LruCache::new(cache_entries),
+            last_name: 0,
+        }
+    }
 }
 
 /// Records Events into a view (see the module doc). Cheap to share.
@@ -174,9 +190,20 @@ impl Recorder {
 
     /// A recorder holding at most `max` Events.
     pub fn with_max(view: Arc<View>, clock: fn() -> DateTime<Utc>, max: usize) -> Recorder {
+        Self::with_limits(view, clock, max, LRU_CACHE_ENTRIES)
+    }
+
+    /// A recorder holding at most `max` Events and remembering `cache_entries` keys of
+    /// each kind.
+    fn with_limits(
+        view: Arc<View>,
+        clock: fn() -> DateTime<Utc>,
+        max: usize,
+        cache_entries: usize,
+    ) -> Recorder {
         Recorder {
             view,
-            state: Mutex::default(),
+            state: Mutex::new(State::new(cache_entries.max(1))),
             clock,
             max: max.max(1),
         }
@@ -226,10 +253,19 @@ impl Recorder {
         // reason arrives within the interval (counted from the last one), it and every
         // later one become one combined event (`EventAggregate`).
         let window = i64::try_from(AGGREGATE_INTERVAL.as_nanos()).unwrap_or(i64::MAX);
-        let entry = st
-            .similar
-            .entry(aggregate.clone())
-            .or_insert_with(|| (now_ns, BTreeSet::new()));
+        // Used: to the back of the LRU order, as groupcache's `Get` moves it; a new key
+        // first pushes out the least recently used one if the cache is full (the entry
+        // API alone would let it hold one more).
+        if !st.similar.contains_key(&aggregate) && st.similar.len() >= st.similar.capacity() {
+            st.similar.remove_lru();
+        }
+        let entry = match st.similar.entry(aggregate.clone()) {
+            Entry::Occupied(mut seen) => {
+                seen.to_back();
+                seen.into_mut()
+            }
+            Entry::Vacant(new) => new.insert((now_ns, BTreeSet::new())),
+        };
         if entry.0.saturating_add(window) < now_ns {
             entry.1.clear();
         }
@@ -252,10 +288,9 @@ impl Recorder {
             ev["lastTimestamp"] = timestamp(now).into();
             ev["message"] = message.into();
             let st = &mut *st;
-            if let Some(held) = st.held.get_mut(&key) {
-                st.by_time
-                    .remove(&(held.last, key.0.clone(), key.1.clone()));
-                held.last = now_ns;
+            if let Some(last) = st.held.get_mut(&key) {
+                st.by_time.remove(&(*last, key.0.clone(), key.1.clone()));
+                *last = now_ns;
                 st.by_time.insert((now_ns, key.0.clone(), key.1.clone()));
             }
             self.view.upsert(ev);
@@ -286,14 +321,8 @@ impl Recorder {
             "reportingInstance": source.host,
         });
         let key = (r.namespace.clone(), name);
-        st.by_key.insert(dedupe.clone(), key.clone());
-        st.held.insert(
-            key.clone(),
-            Held {
-                dedupe,
-                last: now_ns,
-            },
-        );
+        st.by_key.insert(dedupe, key.clone());
+        st.held.insert(key.clone(), now_ns);
         st.by_time.insert((now_ns, key.0, key.1));
         let evict = st.held.len().saturating_sub(self.max);
         let mut evicted = Vec::new();
@@ -327,17 +356,10 @@ impl Recorder {
             let (ns, name) = self.forget_locked(st, (first.1, first.2));
             self.view.delete(&ns, &name);
         }
-        let window = i64::try_from(AGGREGATE_INTERVAL.as_nanos()).unwrap_or(i64::MAX);
-        if st.similar.len() > self.max {
-            st.similar
-                .retain(|_, (last, _)| last.saturating_add(window) >= now);
-        }
     }
 
     fn forget_locked(&self, st: &mut State, key: (String, String)) -> (String, String) {
-        if let Some(held) = st.held.remove(&key) {
-            st.by_key.remove(&held.dedupe);
-        }
+        st.held.remove(&key);
         key
     }
 
@@ -497,6 +519,58 @@ mod tests {
             .map(|e| e["involvedObject"]["name"].as_str().unwrap().to_string())
             .collect();
         assert_eq!(names, ["p2", "p3", "p4"]);
+    }
+
+    #[test]
+    fn the_correlator_remembers_only_its_most_recent_keys() {
+        fn fixed() -> DateTime<Utc> {
+            DateTime::from_timestamp(1_704_067_200, 0).unwrap()
+        }
+        let r = Recorder::with_limits(Arc::new(View::new(&kinds::EVENT, 0)), fixed, 100, 2);
+        let started = |name: &str| {
+            r.record(
+                Source::controller("kubelet"),
+                &Regarding::new("v1", "Pod", "default", name, "u"),
+                EventType::Normal,
+                "Started",
+                "Started container user-container",
+            )
+        };
+        started("p0");
+        started("p0");
+        started("p1");
+        started("p0");
+        let counts = |r: &Recorder| -> Vec<(String, i64)> {
+            events(r)
+                .iter()
+                .map(|e| {
+                    (
+                        e["involvedObject"]["name"].as_str().unwrap().to_string(),
+                        e["count"].as_i64().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let mut seen = counts(&r);
+        seen.sort();
+        assert_eq!(seen, [("p0".into(), 3), ("p1".into(), 1)]);
+        // p2 pushes out the least recently used key, p1's: its repeat is a new Event, as
+        // client-go's eventLogger records one when its cache forgot the key.
+        started("p2");
+        started("p1");
+        let mut seen = counts(&r);
+        seen.sort();
+        assert_eq!(
+            seen,
+            [
+                ("p0".into(), 3),
+                ("p1".into(), 1),
+                ("p1".into(), 1),
+                ("p2".into(), 1)
+            ]
+        );
+        let st = lock(&r.state);
+        assert_eq!((st.by_key.len(), st.similar.len()), (2, 2));
     }
 
     #[test]

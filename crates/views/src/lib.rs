@@ -13,6 +13,7 @@
 
 pub mod events;
 pub mod ingress;
+mod packed;
 pub mod view;
 
 use std::sync::Arc;
