@@ -56,8 +56,12 @@ use crate::{
     workqueue::{RESYNC, Why, WorkQueue},
 };
 
-/// How often everything is re-queued even without changes.
-pub const RESYNC_PERIOD: Duration = Duration::from_secs(300);
+/// How often everything is re-queued even without changes: Knative's controllers'
+/// `DefaultResyncPeriod` (`knative.dev/pkg/controller/controller.go`), 10 hours. Every
+/// change already reaches its reconcilers through the store watch; with 10,000 services a
+/// resync reconciles 50,000 objects (about 12 s of CPU), which every 5 minutes was 4 % of
+/// a core on an idle server.
+pub const RESYNC_PERIOD: Duration = Duration::from_secs(10 * 60 * 60);
 /// Reconciles in flight per reconciler (never two for the same key). They all run on the
 /// one reconcile thread; what several workers buy is a queue there, so that a burst (1,000
 /// services at once) runs in full store batches (up to 64 reconciles, one commit) instead
