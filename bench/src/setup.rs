@@ -36,6 +36,11 @@ pub fn binaries(
     Ok((wisp, app))
 }
 
+/// A `wisp serve --config` that starts every new revision at zero replicas
+/// (`config-autoscaler`: `allow-zero-initial-scale`, `initial-scale: "0"`).
+pub const AT_ZERO: &str =
+    "config-autoscaler:\n  allow-zero-initial-scale: \"true\"\n  initial-scale: \"0\"\n";
+
 /// Writes `yaml` as `config.yaml` in a fresh temporary directory (kept while the returned
 /// guard lives).
 pub fn config_file(yaml: &str) -> anyhow::Result<(tempfile::TempDir, PathBuf)> {

@@ -50,9 +50,6 @@ const NAMESPACE: &str = "default";
 /// The ingress's default domain (`config-network`'s `domain-template` over `example.com`).
 const DOMAIN: &str = "example.com";
 
-const AT_ZERO: &str =
-    "config-autoscaler:\n  allow-zero-initial-scale: \"true\"\n  initial-scale: \"0\"\n";
-
 #[derive(Debug, Parser)]
 #[command(about = "wisp with 100, 1,000 and 10,000 Services: latency, CPU and memory per service")]
 struct Args {
@@ -147,7 +144,7 @@ fn dataplane(server: &Server, app: &str, secs: u64) -> anyhow::Result<f64> {
 
 /// The data-plane probe's reference: the [`DATAPLANE`] service alone on a fresh server.
 fn dataplane_alone(args: &Args, wisp: &Path, app: &str) -> anyhow::Result<f64> {
-    let (_dir, config) = setup::config_file(AT_ZERO)?;
+    let (_dir, config) = setup::config_file(setup::AT_ZERO)?;
     let mut opts = server::Options::new(wisp.to_path_buf());
     opts.config = Some(config);
     let server = Server::start(&opts)?;
@@ -405,7 +402,7 @@ struct AtZero {
 
 fn at_zero(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<AtZero> {
     let timeout = Duration::from_secs(args.timeout);
-    let (_dir, config) = setup::config_file(AT_ZERO)?;
+    let (_dir, config) = setup::config_file(setup::AT_ZERO)?;
     let mut opts = server::Options::new(wisp.to_path_buf());
     opts.config = Some(config);
     opts.start_timeout = Duration::from_secs(60);

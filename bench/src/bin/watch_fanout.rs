@@ -34,9 +34,6 @@ use wisp_bench::{
 
 const NAMESPACE: &str = "default";
 
-const AT_ZERO: &str =
-    "config-autoscaler:\n  allow-zero-initial-scale: \"true\"\n  initial-scale: \"0\"\n";
-
 #[derive(Debug, Parser)]
 #[command(about = "Watchers of all Services while the Services change as fast as wisp takes it")]
 struct Args {
@@ -95,7 +92,7 @@ fn main() -> anyhow::Result<()> {
     }
     let (wisp, app) = setup::binaries(args.wisp.as_deref(), args.app.as_deref(), "hello")?;
     let load_start = procfs::loadavg();
-    let (_dir, config) = setup::config_file(AT_ZERO)?;
+    let (_dir, config) = setup::config_file(setup::AT_ZERO)?;
     let mut opts = server::Options::new(wisp.clone());
     opts.config = Some(config);
     let server = Server::start(&opts)?;

@@ -281,22 +281,9 @@ impl View {
         namespace: Option<&str>,
         keep: impl Fn(&Value) -> bool,
     ) -> (Vec<Arc<Value>>, u64) {
-        let inner = lock(&self.inner);
         // The texts are copied out (reference counts) under the lock, and unpacked and
         // parsed after it.
-        let (texts, rv): (Vec<Packed>, u64) = {
-            let inner = inner;
-            let texts = match namespace {
-                Some(ns) => inner
-                    .objects
-                    .range((ns.to_string(), String::new())..)
-                    .take_while(|((n, _), _)| n == ns)
-                    .map(|(_, o)| o.clone())
-                    .collect(),
-                None => inner.objects.values().cloned().collect(),
-            };
-            (texts, inner.rv)
-        };
+        let (texts, rv) = lock(&self.inner).packed_in(namespace);
         let items = self
             .unpack_all(&texts)
             .into_iter()
@@ -310,19 +297,7 @@ impl View {
     /// the view's resourceVersion at that moment: for answers that copy them out as they
     /// are, without parsing them.
     pub fn list_texts(&self, namespace: Option<&str>) -> (Vec<String>, u64) {
-        let (packed, rv): (Vec<Packed>, u64) = {
-            let inner = lock(&self.inner);
-            let packed = match namespace {
-                Some(ns) => inner
-                    .objects
-                    .range((ns.to_string(), String::new())..)
-                    .take_while(|((n, _), _)| n == ns)
-                    .map(|(_, o)| o.clone())
-                    .collect(),
-                None => inner.objects.values().cloned().collect(),
-            };
-            (packed, inner.rv)
-        };
+        let (packed, rv) = lock(&self.inner).packed_in(namespace);
         // A text the view packed always unpacks; "null" keeps the list whole if not.
         let texts = self
             .unpack_all(&packed)
@@ -368,6 +343,21 @@ impl View {
 }
 
 impl Inner {
+    /// The packed objects of one namespace (or all), in (namespace, name) order (copies of
+    /// reference counts), with the view's resourceVersion.
+    fn packed_in(&self, namespace: Option<&str>) -> (Vec<Packed>, u64) {
+        let packed = match namespace {
+            Some(ns) => self
+                .objects
+                .range((ns.to_string(), String::new())..)
+                .take_while(|((n, _), _)| n == ns)
+                .map(|(_, o)| o.clone())
+                .collect(),
+            None => self.objects.values().cloned().collect(),
+        };
+        (packed, self.rv)
+    }
+
     fn push(&mut self, event_type: EventType, object: Packed) {
         self.log.push_back(Logged {
             resource_version: self.rv,
