@@ -176,8 +176,10 @@ fn main() -> anyhow::Result<()> {
     });
     let took = start.elapsed();
     let writes = api.resource_version(SERVING, "services")? - rv0;
-    let cpu = load::micros_per_request(cpu0, load::cpu_ticks(server.pid()), 1)
-        .map(|us| us / 1e6 / took.as_secs_f64());
+    // wisp's share of a core over the changes.
+    let cpu = cpu0
+        .zip(load::cpu_ticks(server.pid()))
+        .map(|(a, b)| b.saturating_sub(a) as f64 / load::clk_tck() as f64 / took.as_secs_f64());
     if let Some(e) = wisp_sync::lock(&errors).drain(..).next() {
         return Err(e).context("a change failed");
     }

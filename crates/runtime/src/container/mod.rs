@@ -1088,9 +1088,7 @@ impl Launcher for ContainerLauncher {
         {
             return None;
         }
-        if lock(&self.standbys).address_of(&spec.key).is_some() {
-            return None;
-        }
+        // (One the revision has already gives its own address, which `reserve` refuses.)
         let address = self.address(&spec, taken).ok()?;
         let (guard, evicted) =
             lock(&self.standbys).reserve(&spec.key, address, std::time::Instant::now())?;

@@ -1248,16 +1248,27 @@ fn hostnames(p: &ProcessPlatform, key: &RevisionKey) -> Vec<String> {
 /// Waits until the platform holds exactly one sandbox (namespace and container cgroup) and
 /// no replica: the revision's standby.
 async fn wait_for_standby(fx: &Fixture, p: &ProcessPlatform, key: &RevisionKey) -> String {
+    poll("a standby", || {
+        let (namespaces, containers) = (fx.namespaces(), fx.containers());
+        (p.replicas(key).is_empty() && namespaces.len() == 1 && containers.len() == 1)
+            .then(|| namespaces[0].clone())
+            .ok_or(format!(
+                "namespaces {namespaces:?}, containers {containers:?}"
+            ))
+    })
+    .await
+}
+
+/// Polls `check` every 20 ms until it gives a value; panics after [`WAIT`] with `what` and
+/// the last thing `check` said.
+async fn poll<T>(what: &str, check: impl Fn() -> Result<T, String>) -> T {
     let deadline = Instant::now() + WAIT;
     loop {
-        let (namespaces, containers) = (fx.namespaces(), fx.containers());
-        if p.replicas(key).is_empty() && namespaces.len() == 1 && containers.len() == 1 {
-            return namespaces[0].clone();
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no standby: namespaces {namespaces:?}, containers {containers:?}"
-        );
+        let last = match check() {
+            Ok(t) => return t,
+            Err(last) => last,
+        };
+        assert!(Instant::now() < deadline, "no {what}: {last}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
@@ -1288,11 +1299,13 @@ async fn a_revision_scaled_to_zero_gets_a_standby_sandbox_its_next_replica_takes
     let ready = wait_for(&p, &s.key, "ready again", all_ready(1)).await;
     assert_eq!(fx.namespaces(), vec![standby]);
     assert!(get(ready[0].address).await.contains("Hello World!"));
-    let deadline = Instant::now() + WAIT;
-    while hostnames(&p, &s.key).is_empty() {
-        assert!(Instant::now() < deadline, "{:?}", hostnames(&p, &s.key));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll("hostname line", || {
+        let lines = hostnames(&p, &s.key);
+        (!lines.is_empty())
+            .then_some(())
+            .ok_or(format!("{lines:?}"))
+    })
+    .await;
     let name = &ready[0].name;
     assert_eq!(
         hostnames(&p, &s.key).last().unwrap(),
@@ -1340,11 +1353,13 @@ async fn a_revision_scaled_to_zero_gets_a_standby_sandbox_its_next_replica_takes
 }
 
 async fn wait_for_no_sandbox(fx: &Fixture) {
-    let deadline = Instant::now() + WAIT;
-    while !fx.namespaces().is_empty() || !fx.containers().is_empty() {
-        assert!(Instant::now() < deadline, "a sandbox was left");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    poll("removal of every sandbox", || {
+        let (namespaces, containers) = (fx.namespaces(), fx.containers());
+        (namespaces.is_empty() && containers.is_empty())
+            .then_some(())
+            .ok_or(format!("left: {namespaces:?}, {containers:?}"))
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
