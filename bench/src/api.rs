@@ -4,7 +4,7 @@ use std::{
     io::{BufRead, BufReader},
     sync::{
         Arc,
-        atomic::{AtomicBool, Ordering},
+        atomic::{AtomicBool, AtomicUsize, Ordering},
         mpsc,
     },
     time::{Duration, Instant},
@@ -158,6 +158,9 @@ impl Api {
     /// Like an informer, the thread re-watches from the last resourceVersion it saw, with
     /// a short server-side `timeoutSeconds`, so that no watch outlives [`Watch::stop`] by
     /// more than [`REWATCH`] (an open watch would hold up the server's graceful shutdown).
+    ///
+    /// A watch told its resourceVersion is too old (`ERROR`, 410 Expired: it fell behind
+    /// the server's event history) ends; see [`Api::informer`] for one that re-lists.
     pub fn watch<T: From<Event> + Send + 'static>(
         &self,
         group_version: &str,
@@ -165,7 +168,47 @@ impl Api {
         resource_version: u64,
         tx: mpsc::Sender<T>,
     ) -> anyhow::Result<Watch> {
+        self.watch_with(group_version, plural, resource_version, tx, false)
+    }
+
+    /// [`Api::watch`], but on 410 Expired it re-lists and watches on from the list, as a
+    /// client-go informer does: each listed object comes as an `ADDED` event stamped with
+    /// the list's arrival (so a change missed meanwhile is seen late, never lost), and
+    /// [`Watch::relists`] counts the re-lists.
+    pub fn informer<T: From<Event> + Send + 'static>(
+        &self,
+        group_version: &str,
+        plural: &'static str,
+        resource_version: u64,
+        tx: mpsc::Sender<T>,
+    ) -> anyhow::Result<Watch> {
+        self.watch_with(group_version, plural, resource_version, tx, true)
+    }
+
+    fn watch_with<T: From<Event> + Send + 'static>(
+        &self,
+        group_version: &str,
+        plural: &'static str,
+        resource_version: u64,
+        tx: mpsc::Sender<T>,
+        relist: bool,
+    ) -> anyhow::Result<Watch> {
         let url = format!("{}/apis/{group_version}/{plural}", self.base);
+        let list = {
+            let (client, url) = (self.client.clone(), url.clone());
+            move || -> anyhow::Result<(Vec<Value>, u64)> {
+                let mut list: Value = check(client.get(&url).send()?)?.json()?;
+                let rv = list["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|rv| rv.parse().ok())
+                    .ok_or_else(|| anyhow::anyhow!("list of {plural} without resourceVersion"))?;
+                let items = match list["items"].take() {
+                    Value::Array(items) => items,
+                    _ => Vec::new(),
+                };
+                Ok((items, rv))
+            }
+        };
         let open = {
             let (client, url) = (self.stream_client.clone(), url.clone());
             move |from: u64| {
@@ -180,11 +223,12 @@ impl Api {
         };
         let first = open(resource_version)?;
         let stop = Arc::new(AtomicBool::new(false));
-        let stopped = stop.clone();
+        let relists = Arc::new(AtomicUsize::new(0));
+        let (stopped, relisted) = (stop.clone(), relists.clone());
         let handle = std::thread::spawn(move || {
             let mut last = resource_version;
             let mut resp = Some(first);
-            while !stopped.load(Ordering::Relaxed) {
+            'watch: while !stopped.load(Ordering::Relaxed) {
                 let r = match resp.take() {
                     Some(r) => r,
                     None => match open(last) {
@@ -210,13 +254,35 @@ impl Api {
                         event_type: v["type"].as_str().unwrap_or("").to_string(),
                         object: v["object"].take(),
                     };
+                    if relist && event.event_type == "ERROR" && event.object["code"] == 410 {
+                        let Ok((items, rv)) = list() else { return };
+                        let at = Instant::now();
+                        relisted.fetch_add(1, Ordering::Relaxed);
+                        for object in items {
+                            let event = Event {
+                                at,
+                                plural,
+                                event_type: "ADDED".into(),
+                                object,
+                            };
+                            if tx.send(event.into()).is_err() {
+                                return;
+                            }
+                        }
+                        last = rv;
+                        continue 'watch;
+                    }
                     if event.event_type == "ERROR" || tx.send(event.into()).is_err() {
                         return;
                     }
                 }
             }
         });
-        Ok(Watch { stop, handle })
+        Ok(Watch {
+            stop,
+            relists,
+            handle,
+        })
     }
 }
 
@@ -227,10 +293,16 @@ pub const REWATCH: Duration = Duration::from_secs(1);
 #[derive(Debug)]
 pub struct Watch {
     stop: Arc<AtomicBool>,
+    relists: Arc<AtomicUsize>,
     handle: std::thread::JoinHandle<()>,
 }
 
 impl Watch {
+    /// How often an [`Api::informer`] re-listed (0 for a plain watch).
+    pub fn relists(&self) -> usize {
+        self.relists.load(Ordering::Relaxed)
+    }
+
     /// Stops re-watching and waits (at most `timeout`) for the current request to end.
     pub fn stop(self, timeout: Duration) {
         self.stop.store(true, Ordering::Relaxed);

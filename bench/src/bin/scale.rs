@@ -20,8 +20,11 @@
 //!    asked for: no revision at zero gets one).
 //!
 //! Then, for each of `--replica-sizes`, the same creation with one replica per Service
-//! (default config), and wisp's CPU while those replicas idle (the autoscaler ticking
-//! each revision).
+//! (default config), and wisp's CPU while those replicas serve a light load
+//! (`--light-rps` requests per second, round-robin over the services): all of wisp, and
+//! the autoscaler and its stats path alone (wisp's `wisp_reconcile_cpu_seconds_total` of
+//! the podautoscaler reconciler, which is the KPA, and
+//! `wisp_autoscaler_stats_cpu_seconds_total`).
 //!
 //! Writes `bench/results/scale.md` and `bench/results/scale.svg` (create → Ready p95, CPU
 //! per service and RSS against the number of services).
@@ -30,7 +33,11 @@ use std::{
     collections::HashMap,
     net::SocketAddr,
     path::{Path, PathBuf},
-    sync::{Barrier, Mutex, mpsc},
+    sync::{
+        Arc, Barrier, Mutex,
+        atomic::{AtomicBool, Ordering},
+        mpsc,
+    },
     time::{Duration, Instant},
 };
 
@@ -88,6 +95,10 @@ struct Args {
     /// replica among the N, against the same service alone on its own server); 0: none.
     #[arg(long, default_value_t = 5)]
     dataplane_secs: u64,
+    /// Requests per second, round-robin over the services, while the replicas of the
+    /// replica rounds are measured (the issue's "light load"); 0: none.
+    #[arg(long, default_value_t = 100)]
+    light_rps: u64,
 }
 
 /// A Service running `app`; `at_zero` adds nothing (the server's config starts it at zero).
@@ -103,32 +114,51 @@ fn service(name: &str, app: &str) -> Value {
     })
 }
 
+/// Route updates timed at each size (each on another service), for their p95.
+const ROUTE_UPDATES: usize = 20;
+
 /// The Service the data-plane probe loads: one replica kept up (`min-scale: 1`).
 const DATAPLANE: &str = "dataplane";
 
-/// Requests per second through the ingress to the [`DATAPLANE`] service, created now with
-/// a replica kept up: the median of 3 `wrk -t2 -c50` runs of `secs` each, after a 1 s
-/// warm-up. The same probe runs with the service alone on a server and among N others.
-fn dataplane(server: &Server, app: &str, secs: u64) -> anyhow::Result<f64> {
-    let wrk = load::find_wrk()?;
-    let mut svc = service(DATAPLANE, app);
-    svc["spec"]["template"]["metadata"] =
-        json!({"annotations": {"autoscaling.knative.dev/min-scale": "1"}});
-    server.api().create("services", &svc)?;
-    let ingress = server.ingress_addr(Duration::from_secs(10))?;
-    let host = format!("{DATAPLANE}.{NAMESPACE}.{DOMAIN}");
-    until_status(ingress, &host, |s| s == 200, Duration::from_secs(60))?;
-    let run = |duration| load::WrkRun {
-        threads: 2,
-        connections: 50,
-        duration,
-        host: Some(host.clone()),
-        url: format!("http://{ingress}/"),
-    };
-    run(Duration::from_secs(1)).run(&wrk)?;
-    let mut rps = Vec::new();
-    for _ in 0..3 {
-        let r = run(Duration::from_secs(secs)).run(&wrk)?;
+/// The [`DATAPLANE`] service on one server, with a replica kept up, ready for `wrk`.
+struct Probe {
+    wrk: PathBuf,
+    ingress: SocketAddr,
+    host: String,
+}
+
+impl Probe {
+    /// Creates the service on `server`, waits until it answers, and warms it up (1 s).
+    fn set_up(server: &Server, app: &str) -> anyhow::Result<Probe> {
+        let mut svc = service(DATAPLANE, app);
+        svc["spec"]["template"]["metadata"] =
+            json!({"annotations": {"autoscaling.knative.dev/min-scale": "1"}});
+        server.api().create("services", &svc)?;
+        let probe = Probe {
+            wrk: load::find_wrk()?,
+            ingress: server.ingress_addr(Duration::from_secs(10))?,
+            host: format!("{DATAPLANE}.{NAMESPACE}.{DOMAIN}"),
+        };
+        until_status(
+            probe.ingress,
+            &probe.host,
+            |s| s == 200,
+            Duration::from_secs(60),
+        )?;
+        probe.round(Duration::from_secs(1))?;
+        Ok(probe)
+    }
+
+    /// One `wrk -t2 -c50` run of `duration`: requests per second, all answered 2xx.
+    fn round(&self, duration: Duration) -> anyhow::Result<f64> {
+        let r = load::WrkRun {
+            threads: 2,
+            connections: 50,
+            duration,
+            host: Some(self.host.clone()),
+            url: format!("http://{}/", self.ingress),
+        }
+        .run(&self.wrk)?;
         if r.non_2xx > 0 || r.socket_errors > 0 {
             bail!(
                 "data-plane probe: {} non-2xx answers, {} socket errors",
@@ -136,22 +166,32 @@ fn dataplane(server: &Server, app: &str, secs: u64) -> anyhow::Result<f64> {
                 r.socket_errors
             );
         }
-        rps.push(r.rps);
+        Ok(r.rps)
     }
-    rps.sort_by(f64::total_cmp);
-    Ok(rps[1])
 }
 
-/// The data-plane probe's reference: the [`DATAPLANE`] service alone on a fresh server.
-fn dataplane_alone(args: &Args, wisp: &Path, app: &str) -> anyhow::Result<f64> {
+/// Requests per second through the ingress to the [`DATAPLANE`] service among the N on
+/// `among`, and the same service alone on a fresh server started now: 3 rounds of `secs`
+/// each, alternating between the two so that both see the machine as it is, medians.
+fn dataplane(among: &Server, args: &Args, wisp: &Path, app: &str) -> anyhow::Result<(f64, f64)> {
     let (_dir, config) = setup::config_file(setup::AT_ZERO)?;
     let mut opts = server::Options::new(wisp.to_path_buf());
     opts.config = Some(config);
-    let server = Server::start(&opts)?;
-    eprintln!("data plane, one service alone");
-    let rps = dataplane(&server, app, args.dataplane_secs)?;
-    server.stop()?;
-    Ok(rps)
+    let alone_server = Server::start(&opts)?;
+    let alone = Probe::set_up(&alone_server, app)?;
+    let there = Probe::set_up(among, app)?;
+    let secs = Duration::from_secs(args.dataplane_secs);
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        a.push(alone.round(secs)?);
+        b.push(there.round(secs)?);
+    }
+    alone_server.stop()?;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[1]
+    };
+    Ok((median(b), median(a)))
 }
 
 /// When each Service was first seen Ready, fed by a watch of services.
@@ -165,7 +205,9 @@ impl ReadyWatch {
     fn start(api: &Api) -> anyhow::Result<ReadyWatch> {
         let (tx, rx) = mpsc::channel::<Event>();
         let rv = api.resource_version(SERVING, "services")?;
-        let watch = api.watch(SERVING, "services", rv, tx)?;
+        // An informer: while 10,000 services are created the watch may fall behind the
+        // store's event history (410 Expired) and re-list, as a controller's would.
+        let watch = api.informer(SERVING, "services", rv, tx)?;
         Ok(ReadyWatch {
             rx,
             ready: HashMap::new(),
@@ -229,6 +271,8 @@ struct Creation {
     all_ready: Duration,
     writes_per_service: f64,
     cpu_per_service: Duration,
+    /// How often the watch of services fell behind the event history and re-listed.
+    relists: usize,
 }
 
 /// Creates `names` from `threads` threads and waits until all are Ready.
@@ -285,6 +329,7 @@ fn create_all(
         all_ready: last_ready - first,
         writes_per_service: writes as f64 / n as f64,
         cpu_per_service: cpu / u32::try_from(n).unwrap_or(u32::MAX),
+        relists: watch.watch.relists(),
     })
 }
 
@@ -395,7 +440,8 @@ struct AtZero {
     replicas_before_restart: usize,
     replicas_after_restart: usize,
     /// The data-plane probe's requests per second to one service among these.
-    dataplane_rps: Option<f64>,
+    /// The data-plane probe among the N, and alone on a server (requests per second).
+    dataplane_rps: Option<(f64, f64)>,
     cold_start: Summary,
     idle_after_restart: Idle,
 }
@@ -446,15 +492,15 @@ fn at_zero(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<AtZe
     // With the N (+ the late ones) in place and settled: the data plane, a route change
     // and cold starts among them, as one service among many sees them.
     let dataplane_rps = if args.dataplane_secs > 0 {
-        eprintln!("  data plane");
-        Some(dataplane(&server, app, args.dataplane_secs)?)
+        eprintln!("  data plane, against the service alone on a server");
+        Some(dataplane(&server, args, wisp, app)?)
     } else {
         None
     };
     let ingress = server.ingress_addr(Duration::from_secs(10))?;
     eprintln!("  route updates");
     let mut updates = Vec::new();
-    for name in names.iter().skip(1).take(5) {
+    for name in names.iter().skip(1).take(ROUTE_UPDATES) {
         updates.push(route_update(server.api(), ingress, name)?);
     }
     eprintln!("  cold starts");
@@ -507,8 +553,70 @@ fn at_zero(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<AtZe
 /// Services with one replica each.
 struct WithReplicas {
     creation: Creation,
+    /// Under the light load.
     idle: Idle,
+    /// The autoscaler's and stats path's CPU meanwhile, as a share of one core.
+    autoscaler_share: f64,
+    /// Light-load requests sent, and of those answered 200.
+    light: (u64, u64),
     rss_idle: u64,
+}
+
+/// The CPU wisp counted for the autoscaler so far: its podautoscaler reconciles (the KPA:
+/// every decision and scaling) and its stats path.
+fn autoscaler_cpu(metrics: &str) -> anyhow::Result<Duration> {
+    let body = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .build()?
+        .get(format!("http://{metrics}/metrics"))
+        .send()?
+        .error_for_status()?
+        .text()?;
+    let mut secs = 0.0;
+    let mut found = 0;
+    for line in body.lines() {
+        if let Some(v) = line
+            .strip_prefix("wisp_reconcile_cpu_seconds_total{reconciler=\"podautoscaler\"} ")
+            .or_else(|| line.strip_prefix("wisp_autoscaler_stats_cpu_seconds_total "))
+        {
+            secs += v.trim().parse::<f64>()?;
+            found += 1;
+        }
+    }
+    if found != 2 {
+        bail!("wisp's /metrics lacks the autoscaler's CPU counters");
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Sends `rps` requests a second through the ingress, one service after the other, until
+/// `stop`; returns how many it sent and how many were answered 200.
+fn light_load(
+    ingress: SocketAddr,
+    names: Vec<String>,
+    rps: u64,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<(u64, u64)> {
+    std::thread::spawn(move || {
+        let (mut sent, mut ok) = (0, 0);
+        let period = Duration::from_secs(1) / u32::try_from(rps.max(1)).unwrap_or(u32::MAX);
+        let start = Instant::now();
+        for name in names.iter().cycle() {
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+            let host = format!("{name}.{NAMESPACE}.{DOMAIN}");
+            sent += 1;
+            if load::get(ingress, Some(&host), Duration::from_secs(10))
+                .is_ok_and(|r| r.status == 200)
+            {
+                ok += 1;
+            }
+            let next = start + period * u32::try_from(sent).unwrap_or(u32::MAX);
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        }
+        (sent, ok)
+    })
 }
 
 fn with_replicas(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<WithReplicas> {
@@ -529,8 +637,30 @@ fn with_replicas(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Resul
         Duration::from_secs(args.timeout),
     )?;
     watch.stop();
-    eprintln!("  all Ready after {}; idling", ms(creation.all_ready));
+    eprintln!(
+        "  all Ready after {}; {} requests/s for {} s",
+        ms(creation.all_ready),
+        args.light_rps,
+        args.idle
+    );
+    let metrics = server
+        .listening("metrics")
+        .context("wisp did not announce its metrics address")?;
+    let ingress = server.ingress_addr(Duration::from_secs(10))?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let load = (args.light_rps > 0)
+        .then(|| light_load(ingress, names.clone(), args.light_rps, stop.clone()));
+    let (autoscaler0, started) = (autoscaler_cpu(&metrics)?, Instant::now());
     let idle = idle(&server, args.idle)?;
+    let autoscaler = autoscaler_cpu(&metrics)?.saturating_sub(autoscaler0);
+    let autoscaler_share = autoscaler.as_secs_f64() / started.elapsed().as_secs_f64();
+    stop.store(true, Ordering::Relaxed);
+    let light = match load {
+        Some(h) => h
+            .join()
+            .map_err(|_| anyhow::anyhow!("the light load panicked"))?,
+        None => (0, 0),
+    };
     let rss_idle = Memory::read(server.pid())?.rss;
     let stop = server.stop()?;
     if stop.leftovers > 0 {
@@ -539,6 +669,8 @@ fn with_replicas(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Resul
     Ok(WithReplicas {
         creation,
         idle,
+        autoscaler_share,
+        light,
         rss_idle,
     })
 }
@@ -550,17 +682,6 @@ fn main() -> anyhow::Result<()> {
     // A round that fails is reported as such; the others still are.
     let mut failed = Vec::new();
     let mut zero = Vec::new();
-    let alone = if args.dataplane_secs > 0 {
-        match dataplane_alone(&args, &wisp, &app) {
-            Ok(rps) => Some(rps),
-            Err(e) => {
-                failed.push(format!("data plane, one service alone: {e:#}"));
-                None
-            }
-        }
-    } else {
-        None
-    };
     // A size of 0 skips the round (`--replica-sizes 0`: none with replicas).
     for &n in args.sizes.iter().filter(|n| **n > 0) {
         match at_zero(&args, &wisp, &app, n) {
@@ -583,11 +704,15 @@ fn main() -> anyhow::Result<()> {
         args.threads
     );
     out += "![create → Ready p95, CPU per service and RSS against the number of services](scale.svg)\n\n";
-    out += &zero_table(&zero, &args, alone).render();
+    out += &zero_table(&zero, &args).render();
     out += "\n## With one replica per service\n\n";
     out += &replica_table(&replicas, &args).render();
-    out += "\nThe idle figures with replicas are the KPA ticking every revision (no request \
-            is sent); per revision and tick: the CPU share × 2 s / N.\n";
+    out += "\nWith replicas, the autoscaler's CPU is what wisp counts on its own threads for \
+            it (`wisp_reconcile_cpu_seconds_total{reconciler=\"podautoscaler\"}`: the KPA's \
+            decisions and scaling; `wisp_autoscaler_stats_cpu_seconds_total`: each second's \
+            report of every replica queue and its split into the KPA's samples); per revision \
+            and tick: that share × 2 s / N. All of wisp's CPU also holds the requests \
+            themselves and each replica's readiness probe every second.\n";
     for f in &failed {
         out += &format!("\n**Round failed**: {f}\n");
     }
@@ -632,7 +757,7 @@ impl<'a, T> Columns<'a, T> {
     }
 }
 
-fn zero_table(rows: &[(usize, AtZero)], args: &Args, alone: Option<f64>) -> Table {
+fn zero_table(rows: &[(usize, AtZero)], args: &Args) -> Table {
     let mut cols = Columns::new("services at zero", rows);
     let mut row =
         |what: &str, f: &dyn Fn(&AtZero) -> String, target: &str| cols.row(what, f, target);
@@ -651,6 +776,11 @@ fn zero_table(rows: &[(usize, AtZero)], args: &Args, alone: Option<f64>) -> Tabl
         "all Ready after",
         &|z| ms(z.creation.all_ready),
         "≤ 1.5 s (1,000)",
+    );
+    row(
+        "re-lists of the benchmark's watch (410 Expired: it fell behind the event history)",
+        &|z| z.creation.relists.to_string(),
+        "",
     );
     row(
         "store writes per service until Ready",
@@ -704,7 +834,7 @@ fn zero_table(rows: &[(usize, AtZero)], args: &Args, alone: Option<f64>) -> Tabl
         "≤ 25 ms",
     );
     row(
-        "route traffic update → ingress, p95 (5)",
+        &format!("route traffic update → ingress, p95 ({ROUTE_UPDATES})"),
         &|z| ms(z.route_update.p95),
         "≤ 10 ms",
     );
@@ -743,17 +873,15 @@ fn zero_table(rows: &[(usize, AtZero)], args: &Args, alone: Option<f64>) -> Tabl
         &|z| ms(z.cold_start.p95),
         "≤ 1.2 × the smallest size's",
     );
-    let alone_text = alone.map_or("–".to_string(), |a| format!("{a:.0} req/s"));
     row(
         &format!(
-            "data plane: one service among them, `wrk -t2 -c50`, median of 3 × {} s (alone on \
-             a server: {alone_text})",
+            "data plane: one service among them, `wrk -t2 -c50`, median of 3 × {} s, against \
+             the same alone on a server, rounds alternating",
             args.dataplane_secs
         ),
-        &|z| match (z.dataplane_rps, alone) {
-            (Some(rps), Some(a)) => format!("{rps:.0} req/s ({:.3}×)", rps / a),
-            (Some(rps), None) => format!("{rps:.0} req/s"),
-            _ => "–".into(),
+        &|z| match z.dataplane_rps {
+            Some((rps, alone)) => format!("{rps:.0} / {alone:.0} req/s ({:.3}×)", rps / alone),
+            None => "–".into(),
         },
         "≥ 0.97× alone",
     );
@@ -787,23 +915,32 @@ fn replica_table(rows: &[(usize, WithReplicas)], args: &Args) -> Table {
         "",
     );
     row(
-        &format!("wisp CPU, replicas idle {} s", args.idle),
-        &|z| pct(z.idle.cpu_share),
+        &format!(
+            "light load ({} requests/s round-robin, {} s): answered 200 / sent",
+            args.light_rps, args.idle
+        ),
+        &|z| format!("{} / {}", z.light.1, z.light.0),
+        "",
+    );
+    row(
+        "autoscaler and stats path CPU (KPA reconciles + stats)",
+        &|z| pct(z.autoscaler_share),
         "≤ 10 % (1,000, light load)",
     );
     row(
         "the same per revision and 2 s tick",
         &|z| {
-            let per = z.idle.cpu_share * 2.0 / z.creation.n as f64;
+            let per = z.autoscaler_share * 2.0 / z.creation.n as f64;
             format!("{:.1} µs", per * 1e6)
         },
         "",
     );
     row(
-        "store writes while idle",
-        &|z| z.idle.writes.to_string(),
+        "all of wisp's CPU meanwhile",
+        &|z| pct(z.idle.cpu_share),
         "",
     );
+    row("store writes meanwhile", &|z| z.idle.writes.to_string(), "");
     row("wisp RSS, idle", &|z| Mib(z.rss_idle).to_string(), "");
     cols.table
 }

@@ -267,13 +267,19 @@ impl Backends {
                 _ = &mut shutdown => return,
                 _ = tick.tick() => {}
             }
-            let stats = self.report(Instant::now(), &mut last);
-            for r in &stats.revisions {
-                if r.waiting > 0 || r.requests > 0 {
-                    self.kpa.poke(&r.revision);
+            let mut report = || {
+                let stats = self.report(Instant::now(), &mut last);
+                for r in &stats.revisions {
+                    if r.waiting > 0 || r.requests > 0 {
+                        self.kpa.poke(&r.revision);
+                    }
                 }
+                self.stats.send_replace(Arc::new(stats));
+            };
+            match wisp_metrics::control() {
+                Some(c) => wisp_metrics::count_cpu(c.stats_cpu(), report),
+                None => report(),
             }
-            self.stats.send_replace(Arc::new(stats));
         }
     }
 

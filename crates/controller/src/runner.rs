@@ -636,9 +636,16 @@ async fn worker(
             retries
         );
         let (r, c, key) = (reconciler.clone(), ctx.clone(), k.clone());
+        let cpu = queue.metrics().map(|m| m.cpu.clone());
         let started = std::time::Instant::now();
         let outcome = exec
-            .run(move || span.in_scope(|| r.reconcile(&c, &key)))
+            .run(move || {
+                let reconcile = || span.in_scope(|| r.reconcile(&c, &key));
+                match &cpu {
+                    Some(cpu) => wisp_metrics::count_cpu(cpu, reconcile),
+                    None => reconcile(),
+                }
+            })
             .await;
         if let Some(m) = queue.metrics() {
             m.process.observe(started.elapsed());

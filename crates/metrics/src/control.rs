@@ -5,7 +5,7 @@
 //! when metrics are off. Per-revision figures are not here: the data plane holds its
 //! handles per revision ([`crate::RequestMetrics`]).
 
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, OnceLock, atomic::AtomicU64};
 use std::time::Duration;
 
 use prometheus_client::encoding::{
@@ -50,6 +50,28 @@ impl EncodeMetric for SharedHistogram {
 /// One label, `name="<queue>"` (or `reconciler="…"`).
 type NameLabel = [(&'static str, String); 1];
 
+/// A counter of seconds.
+pub type Seconds = Counter<f64, AtomicU64>;
+
+/// The CPU time the calling thread has used. Around synchronous work, the difference of
+/// two readings is that work's CPU, whatever else the process does meanwhile (a wall
+/// clock would count the waits and the other threads' turns).
+pub fn thread_cpu_time() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(
+        u64::try_from(t.tv_sec).unwrap_or(0),
+        u32::try_from(t.tv_nsec).unwrap_or(0),
+    )
+}
+
+/// Runs `f` (synchronous work on this thread), adding the CPU it used to `seconds`.
+pub fn count_cpu<R>(seconds: &Seconds, f: impl FnOnce() -> R) -> R {
+    let start = thread_cpu_time();
+    let out = f();
+    seconds.inc_by(thread_cpu_time().saturating_sub(start).as_secs_f64());
+    out
+}
+
 /// kube-apiserver's request labels.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct ApiLabels {
@@ -91,6 +113,8 @@ pub struct ControlPlane {
     workqueue_retries: Family<NameLabel, Counter>,
     workqueue_process: Family<NameLabel, SharedHistogram>,
     reconcile_errors: Family<NameLabel, Counter>,
+    reconcile_cpu: Family<NameLabel, Seconds>,
+    stats_cpu: Seconds,
     store_writes: SharedHistogram,
     api_requests: Family<ApiLabels, Counter>,
     api_durations: Family<ApiDurationLabels, SharedHistogram>,
@@ -104,6 +128,8 @@ pub struct QueueMetrics {
     pub retries: Counter,
     pub process: SharedHistogram,
     pub errors: Counter,
+    /// The CPU its reconciles used (on the reconcile thread, see [`count_cpu`]).
+    pub cpu: Seconds,
 }
 
 impl ControlPlane {
@@ -119,7 +145,17 @@ impl ControlPlane {
                 .reconcile_errors
                 .get_or_create(&[("reconciler", name.to_string())])
                 .clone(),
+            cpu: self
+                .reconcile_cpu
+                .get_or_create(&[("reconciler", name.to_string())])
+                .clone(),
         }
+    }
+
+    /// The counter of the autoscaler's stats path: the activator's report of every
+    /// replica queue each second, and its split into the KPA's samples.
+    pub fn stats_cpu(&self) -> &Seconds {
+        &self.stats_cpu
     }
 
     /// One store transaction (a batch of writes committed together) took `d`.
@@ -167,6 +203,18 @@ impl ControlPlane {
             self.reconcile_errors.clone(),
         );
         r.register_with_unit(
+            names::RECONCILE_CPU,
+            "CPU time the reconciles of each reconciler used (the podautoscaler's are the KPA: its decisions and scaling, every 2 s per revision with replicas)",
+            Unit::Seconds,
+            self.reconcile_cpu.clone(),
+        );
+        r.register_with_unit(
+            names::AUTOSCALER_STATS_CPU,
+            "CPU time of the autoscaler's stats path: the activator's report of every replica queue each second and its split into the KPA's samples",
+            Unit::Seconds,
+            self.stats_cpu.clone(),
+        );
+        r.register_with_unit(
             names::STORE_WRITE_DURATION,
             "How long one store transaction (a batch of writes committed together) takes",
             Unit::Seconds,
@@ -211,6 +259,8 @@ mod tests {
         q.retries.inc();
         q.depth.set(3);
         q.process.observe(Duration::from_millis(2));
+        q.cpu.inc_by(0.25);
+        c.stats_cpu().inc_by(0.5);
         c.store_write(Duration::from_millis(4));
         c.api_request(
             ApiLabels {
@@ -231,11 +281,35 @@ mod tests {
             "kn_workqueue_process_duration_seconds_bucket{name=\"service\",le=\"0.005\"} 1\n",
             "kn_workqueue_process_duration_seconds_count{name=\"service\"} 1\n",
             "wisp_reconcile_errors_total{reconciler=\"service\"} 0\n",
+            "wisp_reconcile_cpu_seconds_total{reconciler=\"service\"} 0.25\n",
+            "wisp_autoscaler_stats_cpu_seconds_total 0.5\n",
             "wisp_store_write_duration_seconds_count 1\n",
             "apiserver_request_total{verb=\"LIST\",resource=\"services\",code=\"200\"} 1\n",
             "apiserver_request_duration_seconds_count{verb=\"LIST\",resource=\"services\"} 1\n",
         ] {
             assert!(out.contains(want), "missing {want:?} in\n{out}");
         }
+    }
+
+    #[test]
+    fn count_cpu_counts_the_work_of_this_thread_and_not_its_sleep() {
+        let seconds = Seconds::default();
+        let spun = count_cpu(&seconds, || {
+            let start = thread_cpu_time();
+            let mut x = 0u64;
+            while thread_cpu_time() - start < Duration::from_millis(20) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            x
+        });
+        assert!(spun > 0);
+        let busy = seconds.get();
+        assert!(
+            (0.02..0.5).contains(&busy),
+            "busy 20 ms counted as {busy} s"
+        );
+        count_cpu(&seconds, || std::thread::sleep(Duration::from_millis(50)));
+        let slept = seconds.get() - busy;
+        assert!(slept < 0.01, "a 50 ms sleep counted as {slept} s of CPU");
     }
 }

@@ -17,7 +17,9 @@ pub mod histogram;
 pub mod names;
 pub mod revision;
 
-pub use control::{ControlPlane, QueueMetrics, control, install};
+pub use control::{
+    ControlPlane, QueueMetrics, Seconds, control, count_cpu, install, thread_cpu_time,
+};
 pub use histogram::{Histogram, Snapshot};
 pub use prometheus_client;
 pub use revision::{CLASSES, RequestMetrics, RevisionLabels, class_index};

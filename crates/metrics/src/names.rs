@@ -52,6 +52,10 @@ pub const WORKQUEUE_ADDS: &str = "kn_workqueue_adds";
 pub const WORKQUEUE_RETRIES: &str = "kn_workqueue_retries";
 pub const WORKQUEUE_PROCESS_DURATION: &str = "kn_workqueue_process_duration";
 pub const RECONCILE_ERRORS: &str = "wisp_reconcile_errors";
+/// CPU time of each reconciler's reconciles (`_seconds_total`).
+pub const RECONCILE_CPU: &str = "wisp_reconcile_cpu";
+/// CPU time of the autoscaler's stats path (`_seconds_total`).
+pub const AUTOSCALER_STATS_CPU: &str = "wisp_autoscaler_stats_cpu";
 pub const STORE_WRITE_DURATION: &str = "wisp_store_write_duration";
 /// kube-apiserver's `apiserver_request_total` / `apiserver_request_duration_seconds`:
 /// wisp's API is a Kubernetes API server.

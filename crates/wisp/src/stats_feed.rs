@@ -69,10 +69,16 @@ pub async fn run(
             changed = stats.changed() => if changed.is_err() { return },
         }
         let report = stats.borrow_and_update().clone();
-        let now = scaling.now();
-        for (key, part) in by_revision(&report) {
-            let sample = sample_of(&part, key, scaling.mode(key));
-            scaling.record(key, now, &sample);
+        let feed = || {
+            let now = scaling.now();
+            for (key, part) in by_revision(&report) {
+                let sample = sample_of(&part, key, scaling.mode(key));
+                scaling.record(key, now, &sample);
+            }
+        };
+        match wisp_metrics::control() {
+            Some(c) => wisp_metrics::count_cpu(c.stats_cpu(), feed),
+            None => feed(),
         }
     }
 }

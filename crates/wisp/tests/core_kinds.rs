@@ -82,7 +82,8 @@ fn namespaces_are_objects_and_guard_their_contents() {
     assert_eq!(err["details"]["causes"][0]["field"], "metadata.name");
 
     // NamespaceLifecycle: nothing is created in a namespace that does not exist — a
-    // ConfigMap or a Knative Service alike.
+    // ConfigMap or a Knative Service alike, and for a Service that is also invalid the
+    // namespace is the answer (kube runs NamespaceLifecycle before Knative's webhooks).
     for (path, body) in [
         (
             "/api/v1/namespaces/nope/configmaps",
@@ -91,6 +92,10 @@ fn namespaces_are_objects_and_guard_their_contents() {
         (
             "/apis/serving.knative.dev/v1/namespaces/nope/services",
             json!({"metadata": {"name": "svc"}, "spec": {"template": {"spec": {"containers": [{"image": "x"}]}}}}),
+        ),
+        (
+            "/apis/serving.knative.dev/v1/namespaces/nope/services",
+            json!({"metadata": {"name": "bad"}, "spec": {"template": {"spec": {"containers": []}}}}),
         ),
     ] {
         let (code, err) = call(&s, "POST", path, Some(body));
