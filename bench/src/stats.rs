@@ -35,6 +35,17 @@ impl Summary {
     }
 }
 
+/// The median of `v` (the mean of the middle two for an even count; NaN for none).
+pub fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(f64::total_cmp);
+    match s.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => s[n / 2],
+        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
+    }
+}
+
 /// Nearest-rank percentile of sorted samples: the smallest value with at least `p`% of the
 /// samples at or below it.
 pub fn percentile(sorted: &[Duration], p: f64) -> Duration {

@@ -43,7 +43,7 @@ use wisp_bench::{
     reference::ReferenceProxy,
     server::{self, Server},
     setup,
-    stats::Table,
+    stats::{Table, median},
 };
 
 const NAMESPACE: &str = "default";
@@ -106,16 +106,6 @@ impl Target {
             p50: Vec::new(),
             p99: Vec::new(),
         }
-    }
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
     }
 }
 

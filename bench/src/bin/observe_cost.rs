@@ -30,7 +30,7 @@ use wisp_bench::{
     procfs,
     server::{self, Server},
     setup,
-    stats::Table,
+    stats::{Table, median},
 };
 
 const NAMESPACE: &str = "default";
@@ -123,16 +123,6 @@ struct Variant {
     rps: Vec<f64>,
     /// wisp's CPU microseconds per request, per run.
     cpu: Vec<f64>,
-}
-
-fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(f64::total_cmp);
-    match s.len() {
-        0 => f64::NAN,
-        n if n % 2 == 1 => s[n / 2],
-        n => (s[n / 2 - 1] + s[n / 2]) / 2.0,
-    }
 }
 
 fn dataplane(args: &Args, wisp: &Path, app: &str, report: &mut String) -> anyhow::Result<bool> {

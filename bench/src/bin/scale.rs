@@ -50,7 +50,7 @@ use wisp_bench::{
     procfs::{self, Memory, Mib},
     server::{self, Server},
     setup,
-    stats::{Summary, Table, ms},
+    stats::{Summary, Table, median, ms},
 };
 
 const NAMESPACE: &str = "default";
@@ -187,11 +187,7 @@ fn dataplane(among: &Server, args: &Args, wisp: &Path, app: &str) -> anyhow::Res
         b.push(there.round(secs)?);
     }
     alone_server.stop()?;
-    let median = |mut v: Vec<f64>| {
-        v.sort_by(f64::total_cmp);
-        v[1]
-    };
-    Ok((median(b), median(a)))
+    Ok((median(&b), median(&a)))
 }
 
 /// When each Service was first seen Ready, fed by a watch of services.
