@@ -10,7 +10,7 @@
 
 use wisp_store::{BatchError, Batcher, Store};
 
-use crate::reconciler::{Action, ReconcileError};
+use crate::reconciler::{Action, Deferred, ReconcileError, deferring};
 
 /// How a submitted reconcile ended.
 #[derive(Debug)]
@@ -38,17 +38,21 @@ impl Executor {
     }
 
     /// Runs `reconcile` on the reconcile thread and waits for it (and its batch's commit).
+    /// Also answers the work it left for after its batch
+    /// ([`crate::reconciler::Context::after_batch`]), for the caller to do: none unless the
+    /// batch committed.
     pub async fn run(
         &self,
         reconcile: impl FnOnce() -> Result<Action, ReconcileError> + Send + 'static,
-    ) -> Outcome {
-        match self.batcher.run(reconcile).await {
-            Ok(result) => Outcome::Returned(result),
+    ) -> (Outcome, Vec<Deferred>) {
+        match self.batcher.run(move || deferring(reconcile)).await {
+            Ok((result, after)) => (Outcome::Returned(result), after),
             // What the reconcile wrote is gone: it has to run again.
-            Err(e @ BatchError::Commit(_)) => {
-                Outcome::Returned(Err(ReconcileError::Other(e.to_string())))
-            }
-            Err(BatchError::Panicked) => Outcome::Panicked,
+            Err(e @ BatchError::Commit(_)) => (
+                Outcome::Returned(Err(ReconcileError::Other(e.to_string()))),
+                Vec::new(),
+            ),
+            Err(BatchError::Panicked) => (Outcome::Panicked, Vec::new()),
         }
     }
 }

@@ -101,7 +101,8 @@ impl TypedReconciler for RevisionReconciler {
 
         let replicas = ctx.platform.replicas(&key);
         let deadline = resources::progress_deadline(rev, &ctx.config.load());
-        publish_views(ctx, rev, desired, &replicas, deadline);
+        let (c, r, reps) = (ctx.clone(), rev.clone(), replicas.clone());
+        ctx.after_batch(move || publish_views(&c, &r, desired, &reps, deadline));
         let (mut status, requeue) =
             resources::compute_status(rev, &replicas, desired, deadline, now);
         if let Some(waiting) = ctx.platform.waiting(&key) {
@@ -168,8 +169,13 @@ fn publish_views(
         .map(|r| views::make_pod(rev, &template, r, v.node))
         .collect();
     let old_pods = v.pods.set_members(&set);
-    v.deployments.replace_set(&set, vec![deployment]);
-    v.pods.replace_set(&set, pods);
+    // Both, always (`|`, not `||`).
+    let changed =
+        v.deployments.replace_set(&set, vec![deployment]) | v.pods.replace_set(&set, pods);
+    if !changed {
+        // Same scale, same Pods: nothing happened that an event would tell.
+        return;
+    }
     // The events name the objects as held (their uids are the views').
     let Some(deployment) = v.deployments.get(ns, &views::deployment_name(name)) else {
         return;

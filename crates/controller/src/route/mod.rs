@@ -93,7 +93,14 @@ impl TypedReconciler for RouteReconciler {
                         };
                         let traffic = resources::status_traffic(shown, &hosts, cfg);
                         publish(ctx, namespace, name, &entries);
-                        publish_views(ctx, route, &hosts, &entries, &ro);
+                        let (c, r, h, e, o) = (
+                            ctx.clone(),
+                            route.clone(),
+                            hosts.clone(),
+                            entries.clone(),
+                            ro.clone(),
+                        );
+                        ctx.after_batch(move || publish_views(&c, &r, &h, &e, &o));
                         Outcome::Published(hosts, traffic, rolling)
                     }
                 }
@@ -148,10 +155,10 @@ fn publish_views(
     let new_services: Vec<String> = services
         .iter()
         .filter_map(|s| s["metadata"]["name"].as_str())
-        .filter(|n| ctx.views.services.get(ns, n).is_none())
+        .filter(|n| !ctx.views.services.contains(ns, n))
         .map(str::to_owned)
         .collect();
-    let new_ingress = ctx.views.ingresses.get(ns, name).is_none();
+    let new_ingress = !ctx.views.ingresses.contains(ns, name);
     ctx.views.services.replace_set(&set, services);
     ctx.views.ingresses.replace_set(&set, vec![ingress]);
     let kind = &wisp_api::kinds::ROUTE;
