@@ -731,13 +731,27 @@ impl<'c> WriteTx<'c> {
         json: &str,
         owners: Option<&[String]>,
     ) -> Result<(), StoreError> {
-        self.tx
+        // A changed object (same uid) is updated in place: its row keeps its rowid, so
+        // neither the key's index nor the uid's is touched. `INSERT OR REPLACE` deletes
+        // the row and inserts another (both indexes twice). Most writes are such updates
+        // (statuses); while 1,000 services were created, wisp's CPU per service was about
+        // 3 % lower with this. New rows (and a uid that changed) insert.
+        let updated = self
+            .tx
             .prepare_cached(
-                "INSERT OR REPLACE INTO objects
-                 (resource, namespace, name, uid, resource_version, object)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                "UPDATE objects SET resource_version = ?5, object = ?6
+                 WHERE resource = ?1 AND namespace = ?2 AND name = ?3 AND uid = ?4",
             )?
             .execute(params![resource, namespace, name, uid, int(rv), json])?;
+        if updated == 0 {
+            self.tx
+                .prepare_cached(
+                    "INSERT OR REPLACE INTO objects
+                     (resource, namespace, name, uid, resource_version, object)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                )?
+                .execute(params![resource, namespace, name, uid, int(rv), json])?;
+        }
         if let Some(owners) = owners {
             self.clear_owners(resource, namespace, name)?;
             let mut stmt = self.tx.prepare_cached(
