@@ -100,9 +100,10 @@ impl Context {
     /// than inside it. Every reconcile runs on the one reconcile thread holding the store's
     /// one connection ([`crate::executor`]); the views and events were a quarter of that
     /// thread's time in a burst of creations, during which the API's writes waited for the
-    /// connection. The runner does it on its worker, before the key may be reconciled
-    /// again (so one key's views change in reconcile order), and only if the batch
-    /// committed. Outside the runner (a reconciler's own tests) it is done at once.
+    /// connection. The runner has it done on one thread of its own
+    /// ([`crate::executor::Executor::after`]) before the key may be reconciled again (so
+    /// one key's views change in reconcile order), and only if the batch committed.
+    /// Outside the runner (a reconciler's own tests) it is done at once.
     pub fn after_batch(&self, work: impl FnOnce() + Send + 'static) {
         let work: Deferred = Box::new(work);
         let left = AFTER_BATCH.with(|a| match a.borrow_mut().as_mut() {

@@ -648,22 +648,27 @@ async fn worker(
                 }
             })
             .await;
-        // What it left for after its batch (views, events): here, off the store's
-        // connection, before the key can be taken again. Counted as the reconcile's CPU.
+        // What it left for after its batch (views, events): off the store's connection,
+        // before the key can be taken again. Counted as the reconcile's CPU.
         if !after.is_empty() {
-            let run_after = || {
-                after_span.in_scope(|| {
-                    for work in after {
-                        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).is_err() {
-                            error!(kind, key = %k, "work after a reconcile panicked");
+            let key = k.to_string();
+            exec.after(move || {
+                let run_after = || {
+                    after_span.in_scope(|| {
+                        for work in after {
+                            let run = std::panic::AssertUnwindSafe(work);
+                            if std::panic::catch_unwind(run).is_err() {
+                                error!(kind, key, "work after a reconcile panicked");
+                            }
                         }
-                    }
-                })
-            };
-            match &after_cpu {
-                Some(cpu) => wisp_metrics::count_cpu(cpu, run_after),
-                None => run_after(),
-            }
+                    })
+                };
+                match &after_cpu {
+                    Some(cpu) => wisp_metrics::count_cpu(cpu, run_after),
+                    None => run_after(),
+                }
+            })
+            .await;
         }
         if let Some(m) = queue.metrics() {
             m.process.observe(started.elapsed());
@@ -979,8 +984,10 @@ mod tests {
             );
         }
         assert!(
-            log.iter().all(|l| !l.ends_with("on wisp-reconcile")),
-            "done off the reconcile thread: {log:?}"
+            log.iter()
+                .filter(|l| l.starts_with("after"))
+                .all(|l| l.ends_with("on wisp-after-batch")),
+            "done on the after-batch thread, not the reconcile thread: {log:?}"
         );
         // Outside the runner the work is done at once.
         let done = Arc::new(Mutex::new(false));

@@ -7,8 +7,7 @@
 //! the size of what changed, never the size of the view.
 
 use std::{
-    collections::{BTreeMap, HashMap, VecDeque, hash_map::RandomState},
-    hash::{BuildHasher, Hasher},
+    collections::{BTreeMap, HashMap, VecDeque},
     sync::{Arc, Mutex},
 };
 
@@ -101,7 +100,7 @@ impl std::fmt::Debug for View {
 /// revision — with 10 000 services, about 1 GiB as values against about 110 MiB as text,
 /// and about 20 MiB packed.
 struct Inner {
-    objects: BTreeMap<Key, Held>,
+    objects: BTreeMap<Key, Packed>,
     /// Each producer set's members ([`View::replace_set`]), sorted. A boxed slice: most
     /// sets hold one to three objects, and a `BTreeSet`'s first node alone takes about
     /// 500 bytes (1.2 KiB per service with 10 000 services).
@@ -112,32 +111,6 @@ struct Inner {
     /// log).
     oldest: u64,
     capacity: usize,
-    /// Keys [`Held::input`]'s hashes, random per view.
-    hasher: RandomState,
-}
-
-/// One object as [`Inner`] holds it.
-struct Held {
-    packed: Packed,
-    /// A hash of the object as its producer last gave it (before the view filled in
-    /// `uid`, `creationTimestamp`, the generation and its resourceVersion). Producers
-    /// re-upsert the same object on most reconciles; the same input makes the same object,
-    /// so that is answered from this hash instead of unpacking, parsing and comparing the
-    /// held one (that was a fifth of the reconcile thread's CPU in a burst of creations).
-    input: u64,
-}
-
-/// Feeds the JSON text of a value to a hasher without building the text.
-struct HashWriter<H>(H);
-
-impl<H: Hasher> std::io::Write for HashWriter<H> {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.write(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// A resourceVersion to start counting from: the current time in microseconds, so that a
@@ -178,7 +151,6 @@ impl View {
                 log: VecDeque::new(),
                 oldest: start,
                 capacity: capacity.max(1),
-                hasher: RandomState::new(),
             }),
             codec: Mutex::default(),
             latest: watch::channel(start).0,
@@ -278,7 +250,7 @@ impl View {
                 .get(set)
                 .map(|keys| {
                     keys.iter()
-                        .filter_map(|k| inner.objects.get(k).map(|h| h.packed.clone()))
+                        .filter_map(|k| inner.objects.get(k).cloned())
                         .collect()
                 })
                 .unwrap_or_default()
@@ -297,7 +269,7 @@ impl View {
         let packed = lock(&self.inner)
             .objects
             .get(&(namespace.to_string(), name.to_string()))
-            .map(|h| h.packed.clone())?;
+            .cloned()?;
         let text = lock(&self.codec).unpack(&packed);
         Some(parse(text))
     }
@@ -386,9 +358,9 @@ impl Inner {
                 .objects
                 .range((ns.to_string(), String::new())..)
                 .take_while(|((n, _), _)| n == ns)
-                .map(|(_, o)| o.packed.clone())
+                .map(|(_, o)| o.clone())
                 .collect(),
-            None => self.objects.values().map(|o| o.packed.clone()).collect(),
+            None => self.objects.values().cloned().collect(),
         };
         (packed, self.rv)
     }
@@ -411,17 +383,7 @@ impl Inner {
             obj["metadata"] = Value::Object(Default::default());
         }
         let key = key_of(&obj);
-        let input = self.input_hash(&obj);
-        let held = self.objects.get_mut(&key);
-        if held.as_ref().is_some_and(|h| h.input == input) {
-            return false;
-        }
-        let old = held.map(|h| {
-            // Until it is known to make a different object, the new input stands for the
-            // held one (if it does not, it is replaced below anyway).
-            h.input = input;
-            parse(codec.unpack(&h.packed))
-        });
+        let old = self.objects.get(&key).map(|t| parse(codec.unpack(t)));
         // The generation moves as the store moves a stored object's: 1 when made, one
         // more for each change of `spec`; a status that reports `observedGeneration`
         // reports that one (a view is always built from the current state).
@@ -467,13 +429,7 @@ impl Inner {
         self.rv += 1;
         obj["metadata"]["resourceVersion"] = self.rv.to_string().into();
         let obj = codec.pack(&obj.to_string());
-        self.objects.insert(
-            key,
-            Held {
-                packed: obj.clone(),
-                input,
-            },
-        );
+        self.objects.insert(key, obj.clone());
         let ty = if old.is_some() {
             EventType::Modified
         } else {
@@ -483,18 +439,11 @@ impl Inner {
         true
     }
 
-    fn input_hash(&self, obj: &Value) -> u64 {
-        let mut w = HashWriter(self.hasher.build_hasher());
-        // Writing to a hasher cannot fail, and a `Value` always serializes.
-        let _ = serde_json::to_writer(&mut w, obj);
-        w.0.finish()
-    }
-
     fn delete(&mut self, key: &Key, codec: &mut Codec) -> Option<Arc<Value>> {
         let old = self.objects.remove(key)?;
         self.rv += 1;
         // kube sends a deleted object with the resourceVersion of its deletion.
-        let mut last = (*parse(codec.unpack(&old.packed))).clone();
+        let mut last = (*parse(codec.unpack(&old))).clone();
         last["metadata"]["resourceVersion"] = self.rv.to_string().into();
         self.push(EventType::Deleted, codec.pack(&last.to_string()));
         Some(Arc::new(last))
@@ -551,7 +500,7 @@ mod tests {
     }
 
     #[test]
-    fn a_repeated_input_is_answered_from_its_hash_and_a_return_is_a_change() {
+    fn a_return_to_an_earlier_state_is_a_change_and_an_equal_object_is_not() {
         let v = View::new(&kinds::POD, 0);
         assert!(v.upsert(pod("a", "p", "Pending")));
         assert!(v.upsert(pod("a", "p", "Running")));
