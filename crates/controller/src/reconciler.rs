@@ -3,7 +3,7 @@
 //! "what this object wants", with the plumbing (fetch, not-found, status write only when
 //! changed) done once by its adapter.
 
-use std::{cell::RefCell, sync::Arc, time::Duration};
+use std::{sync::Arc, time::Duration};
 
 use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
@@ -65,61 +65,8 @@ pub fn regarding(kind: &ResourceKind, meta: &ObjectMeta) -> wisp_views::events::
     )
 }
 
-/// Work a reconcile leaves for after its store batch ([`Context::after_batch`]).
-pub type Deferred = Box<dyn FnOnce() + Send>;
-
-thread_local! {
-    /// Where [`Context::after_batch`] puts its work while [`deferring`] runs a reconcile on
-    /// this thread; `None` otherwise (the work is done at once).
-    static AFTER_BATCH: RefCell<Option<Vec<Deferred>>> = const { RefCell::new(None) };
-}
-
-/// Runs `reconcile`, collecting what it hands to [`Context::after_batch`] instead of doing
-/// it, for the caller to run once the reconcile's store batch is over.
-pub(crate) fn deferring<T>(reconcile: impl FnOnce() -> T) -> (T, Vec<Deferred>) {
-    /// Puts the thread back as it was, also when the reconcile panics.
-    struct Scope;
-    impl Drop for Scope {
-        fn drop(&mut self) {
-            AFTER_BATCH.with(|a| a.borrow_mut().take());
-        }
-    }
-    AFTER_BATCH.with(|a| *a.borrow_mut() = Some(Vec::new()));
-    let scope = Scope;
-    let out = reconcile();
-    let after = AFTER_BATCH
-        .with(|a| a.borrow_mut().take())
-        .unwrap_or_default();
-    drop(scope);
-    (out, after)
-}
-
 impl Context {
-    /// Does `work` — in-memory bookkeeping that reads and writes no stored object: the
-    /// views ([`wisp_views`]) and the events — after the reconcile's store batch rather
-    /// than inside it. Every reconcile runs on the one reconcile thread holding the store's
-    /// one connection ([`crate::executor`]); the views and events were a quarter of that
-    /// thread's time in a burst of creations, during which the API's writes waited for the
-    /// connection. The runner has it done on one thread of its own
-    /// ([`crate::executor::Executor::after`]) before the key may be reconciled again (so
-    /// one key's views change in reconcile order), and only if the batch committed.
-    /// Outside the runner (a reconciler's own tests) it is done at once.
-    pub fn after_batch(&self, work: impl FnOnce() + Send + 'static) {
-        let work: Deferred = Box::new(work);
-        let left = AFTER_BATCH.with(|a| match a.borrow_mut().as_mut() {
-            Some(list) => {
-                list.push(work);
-                None
-            }
-            None => Some(work),
-        });
-        if let Some(work) = left {
-            work();
-        }
-    }
-
-    /// Records an event about a stored object, as the kind's Knative controller would
-    /// (after the batch: [`Context::after_batch`]).
+    /// Records an event about a stored object, as the kind's Knative controller would.
     pub fn event(
         &self,
         kind: &ResourceKind,
@@ -128,11 +75,13 @@ impl Context {
         reason: &str,
         message: impl Into<String>,
     ) {
-        let source = wisp_views::events::Source::controller(controller_name(kind));
-        let regarding = regarding(kind, meta);
-        let (reason, message) = (reason.to_owned(), message.into());
-        let events = self.views.events.clone();
-        self.after_batch(move || events.record(source, &regarding, type_, &reason, message));
+        self.views.events.record(
+            wisp_views::events::Source::controller(controller_name(kind)),
+            &regarding(kind, meta),
+            type_,
+            reason,
+            message,
+        );
     }
 }
 

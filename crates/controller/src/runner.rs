@@ -638,8 +638,7 @@ async fn worker(
         let (r, c, key) = (reconciler.clone(), ctx.clone(), k.clone());
         let cpu = queue.metrics().map(|m| m.cpu.clone());
         let started = std::time::Instant::now();
-        let (after_span, after_cpu) = (span.clone(), cpu.clone());
-        let (outcome, after) = exec
+        let outcome = exec
             .run(move || {
                 let reconcile = || span.in_scope(|| r.reconcile(&c, &key));
                 match &cpu {
@@ -648,28 +647,6 @@ async fn worker(
                 }
             })
             .await;
-        // What it left for after its batch (views, events): off the store's connection,
-        // before the key can be taken again. Counted as the reconcile's CPU.
-        if !after.is_empty() {
-            let key = k.to_string();
-            exec.after(move || {
-                let run_after = || {
-                    after_span.in_scope(|| {
-                        for work in after {
-                            let run = std::panic::AssertUnwindSafe(work);
-                            if std::panic::catch_unwind(run).is_err() {
-                                error!(kind, key, "work after a reconcile panicked");
-                            }
-                        }
-                    })
-                };
-                match &after_cpu {
-                    Some(cpu) => wisp_metrics::count_cpu(cpu, run_after),
-                    None => run_after(),
-                }
-            })
-            .await;
-        }
         if let Some(m) = queue.metrics() {
             m.process.observe(started.elapsed());
             if !matches!(outcome, Outcome::Returned(Ok(_))) {
@@ -914,120 +891,6 @@ mod tests {
                 Vec::new()
             }
         }
-    }
-
-    /// Logs each reconcile of a route and the work it leaves for after its batch, with the
-    /// thread that work ran on.
-    struct AfterBatchLogger {
-        log: Arc<Mutex<Vec<String>>>,
-    }
-
-    impl Reconciler for AfterBatchLogger {
-        fn kind(&self) -> &'static ResourceKind {
-            &kinds::ROUTE
-        }
-        fn reconcile(&self, ctx: &Context, key: &ObjectRef) -> Result<Action, ReconcileError> {
-            let rv =
-                objects::get::<wisp_api::serving::Route>(&ctx.store, &key.namespace, &key.name)?
-                    .map(|r| r.metadata.resource_version)
-                    .unwrap_or_default();
-            let log = self.log.clone();
-            log.lock().unwrap().push(format!("reconcile {rv}"));
-            ctx.after_batch(move || {
-                let thread = std::thread::current().name().unwrap_or("").to_owned();
-                log.lock().unwrap().push(format!("after {rv} on {thread}"));
-            });
-            Ok(Action::Done)
-        }
-    }
-
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn work_after_the_batch_runs_off_the_reconcile_thread_before_the_next_reconcile() {
-        let (ctx, _) = testing::test_context();
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let (h, tx) = start(&ctx, vec![Arc::new(AfterBatchLogger { log: log.clone() })]);
-        let first = testing::insert(&ctx, &testing::route("default", "r", vec![]));
-        let rv1 = first.metadata.resource_version.clone();
-        eventually("first reconcile's work", || {
-            log.lock()
-                .unwrap()
-                .iter()
-                .any(|l| l.starts_with(&format!("after {rv1}")))
-        })
-        .await;
-        let mut changed = first.clone();
-        changed.metadata.labels.insert("k".into(), "v".into());
-        let second = objects::update(&ctx.store, &changed).unwrap();
-        let rv2 = second.metadata.resource_version.clone();
-        eventually("second reconcile's work", || {
-            log.lock()
-                .unwrap()
-                .iter()
-                .any(|l| l.starts_with(&format!("after {rv2}")))
-        })
-        .await;
-        stop(h, tx).await;
-        let log = log.lock().unwrap().clone();
-        // Each reconcile's work follows it, before the key's next reconcile.
-        let lines: Vec<&str> = log
-            .iter()
-            .map(|l| l.split(" on ").next().unwrap_or(""))
-            .collect();
-        for pair in lines.chunks(2) {
-            let rv = pair[0]
-                .strip_prefix("reconcile ")
-                .expect("a reconcile first");
-            assert_eq!(
-                pair.get(1),
-                Some(&format!("after {rv}").as_str()),
-                "{log:?}"
-            );
-        }
-        assert!(
-            log.iter()
-                .filter(|l| l.starts_with("after"))
-                .all(|l| l.ends_with("on wisp-after-batch")),
-            "done on the after-batch thread, not the reconcile thread: {log:?}"
-        );
-        // Outside the runner the work is done at once.
-        let done = Arc::new(Mutex::new(false));
-        let d = done.clone();
-        ctx.after_batch(move || *d.lock().unwrap() = true);
-        assert!(*done.lock().unwrap());
-    }
-
-    #[test]
-    fn deferring_collects_the_work_and_a_panic_does_not_leave_the_thread_deferring() {
-        let (ctx, _) = testing::test_context();
-        let count = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let bump = |c: &Arc<std::sync::atomic::AtomicUsize>| {
-            let c = c.clone();
-            move || {
-                c.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            }
-        };
-        let ((), after) = crate::reconciler::deferring(|| {
-            ctx.after_batch(bump(&count));
-            ctx.after_batch(bump(&count));
-        });
-        assert_eq!(
-            count.load(std::sync::atomic::Ordering::SeqCst),
-            0,
-            "held back"
-        );
-        assert_eq!(after.len(), 2);
-        after.into_iter().for_each(|w| w());
-        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 2);
-        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            crate::reconciler::deferring(|| {
-                ctx.after_batch(bump(&count));
-                panic!("a reconcile's bug");
-            })
-        }));
-        assert!(panicked.is_err());
-        // The panicked reconcile's work is dropped, and the thread does work at once again.
-        ctx.after_batch(bump(&count));
-        assert_eq!(count.load(std::sync::atomic::Ordering::SeqCst), 3);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

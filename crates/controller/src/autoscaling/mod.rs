@@ -32,7 +32,7 @@ pub mod sks;
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{Mutex, MutexGuard},
 };
 
 use wisp_api::{
@@ -58,7 +58,7 @@ pub struct PodAutoscalerReconciler {
     /// HPA-class revisions' state ([`hpa`]).
     hpa_states: Mutex<HashMap<RevisionKey, HpaState>>,
     /// What each revision's ServerlessService and Services were last made from.
-    sks_made_from: Arc<Mutex<HashMap<RevisionKey, SksInputs>>>,
+    sks_made_from: Mutex<HashMap<RevisionKey, SksInputs>>,
 }
 
 /// Everything a revision's ServerlessService and Services are made from: the same again
@@ -217,35 +217,33 @@ impl PodAutoscalerReconciler {
             return;
         }
         let set = format!("{}/{}", rev.metadata.namespace, rev.metadata.name);
+        let sks = sks::make_sks(
+            pa,
+            sks::SksState {
+                mode: scale.mode,
+                num_activators: scale.num_activators,
+                ready_replicas: ready,
+            },
+        );
+        ctx.views.serverless_services.replace_set(&set, vec![sks]);
+        // The Services are owned by the SKS as held (its uid is the view's).
+        let Some(held) = ctx
+            .views
+            .serverless_services
+            .get(&rev.metadata.namespace, &rev.metadata.name)
+        else {
+            return;
+        };
         let port = rev
             .serving_container()
             .and_then(|c| c.ports.first())
             .map(|p| p.container_port)
             .filter(|p| *p != 0)
             .unwrap_or(8080);
-        let (views, pa, made_from) = (ctx.views.clone(), pa.clone(), self.sks_made_from.clone());
-        ctx.after_batch(move || {
-            let sks = sks::make_sks(
-                &pa,
-                sks::SksState {
-                    mode: scale.mode,
-                    num_activators: scale.num_activators,
-                    ready_replicas: ready,
-                },
-            );
-            views.serverless_services.replace_set(&set, vec![sks]);
-            // The Services are owned by the SKS as held (its uid is the view's).
-            let Some(held) = views
-                .serverless_services
-                .get(&pa.metadata.namespace, &pa.metadata.name)
-            else {
-                return;
-            };
-            views
-                .services
-                .replace_set(&set, sks::make_services(&pa, &held, port));
-            wisp_sync::lock(&made_from).insert(key, inputs);
-        });
+        ctx.views
+            .services
+            .replace_set(&set, sks::make_services(pa, &held, port));
+        wisp_sync::lock(&self.sks_made_from).insert(key, inputs);
     }
 
     fn forget(&self, ctx: &Context, key: &RevisionKey) {

@@ -101,8 +101,7 @@ impl TypedReconciler for RevisionReconciler {
 
         let replicas = ctx.platform.replicas(&key);
         let deadline = resources::progress_deadline(rev, &ctx.config.load());
-        let (c, r, reps) = (ctx.clone(), rev.clone(), replicas.clone());
-        ctx.after_batch(move || publish_views(&c, &r, desired, &reps, deadline));
+        publish_views(ctx, rev, desired, &replicas, deadline);
         let (mut status, requeue) =
             resources::compute_status(rev, &replicas, desired, deadline, now);
         if let Some(waiting) = ctx.platform.waiting(&key) {

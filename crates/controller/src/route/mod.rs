@@ -93,14 +93,7 @@ impl TypedReconciler for RouteReconciler {
                         };
                         let traffic = resources::status_traffic(shown, &hosts, cfg);
                         publish(ctx, namespace, name, &entries);
-                        let (c, r, h, e, o) = (
-                            ctx.clone(),
-                            route.clone(),
-                            hosts.clone(),
-                            entries.clone(),
-                            ro.clone(),
-                        );
-                        ctx.after_batch(move || publish_views(&c, &r, &h, &e, &o));
+                        publish_views(ctx, route, &hosts, &entries, &ro);
                         Outcome::Published(hosts, traffic, rolling)
                     }
                 }
