@@ -1650,3 +1650,42 @@ fn namespaces_in_use_and_cluster_scoped_objects() {
     assert!(store.get("namespaces", "", "a").unwrap().is_some());
     assert_eq!(store.namespaces_in_use().unwrap(), ["a", "b"]);
 }
+
+/// A changed object is updated in its row (not deleted and re-inserted): after updates of
+/// its status and of its labels it is still found by its uid (its children keep it as
+/// their owner) and by its labels, and a delete and re-create under the same name is a
+/// new object.
+#[test]
+fn an_updated_object_keeps_its_uid_and_labels_findable() {
+    let (_dir, store) = temp_store();
+    let owner = store
+        .create(SVC, obj("default", "svc", json!({"app": "a"})))
+        .unwrap();
+    let owner_uid = uid(&owner);
+    let mut changed = owner.clone();
+    changed["status"] = json!({"observedGeneration": 1});
+    let changed = store.update_status(SVC, changed).unwrap();
+    let mut relabelled = changed.clone();
+    relabelled["metadata"]["labels"] = json!({"app": "b"});
+    let relabelled = store.update(SVC, relabelled).unwrap();
+    assert_eq!(uid(&relabelled), owner_uid);
+    assert!(rv(&relabelled) > rv(&changed) && rv(&changed) > rv(&owner));
+    // Found by its uid: a child naming it as owner is kept.
+    store
+        .create(CFG, owned("default", "child", &owner_uid))
+        .unwrap();
+    assert!(store.get(CFG, "default", "child").unwrap().is_some());
+    let by_label = |v: &str| {
+        let sel = LabelSelector::equals("app", v);
+        ns_names(&store.list(SVC, None, Some(&sel)).unwrap().0)
+    };
+    assert_eq!(by_label("b"), vec!["default/svc"]);
+    assert!(by_label("a").is_empty());
+    assert_eq!(ns_names(&store.list(SVC, None, None).unwrap().0).len(), 1);
+    // Deleted and made again: a new uid, stored as a new row.
+    store.delete(SVC, "default", "svc", None).unwrap();
+    let again = store.create(SVC, obj("default", "svc", json!({}))).unwrap();
+    assert_ne!(uid(&again), owner_uid);
+    let held = store.get(SVC, "default", "svc").unwrap().unwrap();
+    assert_eq!(uid(&held), uid(&again));
+}
