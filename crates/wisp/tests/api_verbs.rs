@@ -461,13 +461,15 @@ fn dry_runs_store_nothing() {
     );
     assert_eq!(code, 200, "{obj}");
     assert_eq!(obj["metadata"]["labels"]["z"], "q");
-    // Status writes take dryRun too, and JSON patches.
+    // Status writes take dryRun too, and JSON patches. The patch adds the whole status:
+    // whether the controller has written one yet is a race, and adding under a missing
+    // `/status` is a patch that does not apply (422).
     let (code, obj, _) = call(
         &s,
         "PATCH",
         &format!("{SVCS}/d/status?dryRun=All"),
         JSONPATCH,
-        r#"[{"op":"add","path":"/status/observedGeneration","value":99}]"#,
+        r#"[{"op":"add","path":"/status","value":{"observedGeneration":99}}]"#,
     );
     assert_eq!(code, 200, "{obj}");
     assert_eq!(obj["status"]["observedGeneration"], 99);
