@@ -16,8 +16,8 @@
 //!    reconcilers, so a child's change re-reconciles its parent; (c) each reconciler's
 //!    [`Reconciler::watches`] may add keys of its own kind. If the log was compacted past
 //!    our position (`Gone`), the watch re-lists and the list is handled as in step 1.
-//! 3. **Platform changes**: the revision key goes to the revision reconcilers; if the
-//!    broadcast lagged, every revision is resynced.
+//! 3. **Platform changes**: the revision key goes to the PodAutoscaler and Revision
+//!    reconcilers; if the broadcast lagged, every revision is resynced.
 //!    **Autoscaling wake-ups** ([`crate::autoscaling::Scaling::subscribe`]: the activator
 //!    poked a revision at zero, or the KPA decided a new replica count) go to the
 //!    PodAutoscaler *and* Revision reconcilers at once.
@@ -285,11 +285,17 @@ impl Router {
 
     /// Queues `key` to every reconciler of its kind, saying why.
     fn enqueue(&self, key: &ObjectRef, why: Why) {
+        self.enqueue_except(key, why, None);
+    }
+
+    /// [`enqueue`](Self::enqueue), but not to the reconciler whose [`Reconciler::id`] is
+    /// `except`.
+    fn enqueue_except(&self, key: &ObjectRef, why: Why, except: Option<&str>) {
         if key.name.is_empty() {
             return;
         }
         for (r, q) in &self.queues {
-            if r.kind() == key.kind {
+            if r.kind() == key.kind && except != Some(r.id()) {
                 q.add_why(key.clone(), why);
             }
         }
@@ -327,7 +333,11 @@ impl Router {
             o.observe(&event);
         }
         let own = event.object_ref();
-        self.enqueue(&own, why);
+        // Not to the reconciler whose status write this event is (see `OwnWrites`).
+        let writer = (why != RESYNC)
+            .then(|| self.ctx.own_writes.take(kind, &meta))
+            .flatten();
+        self.enqueue_except(&own, why, writer);
         // What a resync fans out to is resync work too (it waits behind changes).
         let fan = |w: Why| if why == RESYNC { RESYNC } else { w };
 
@@ -426,6 +436,8 @@ impl Router {
     /// A list from the store watch (start-up, or after the log was compacted past us): every
     /// kind's objects through [`Router::resynced`], kinds with no object included.
     fn listed(&self, events: &[RawEvent]) {
+        // Writes recorded before the list may never come as events of their own.
+        self.ctx.own_writes.clear();
         for kind in WATCHED {
             let res = resource(kind);
             // Parsed one at a time, as dispatched: a restart lists every object, and
@@ -534,10 +546,14 @@ async fn watch_platform(
             c = changes.recv() => c,
         };
         match change {
-            Ok(k) => router.enqueue(
-                &ObjectRef::new(&kinds::REVISION, k.namespace, k.name),
-                "replicas changed",
-            ),
+            Ok(k) => {
+                // The PodAutoscaler counts the replicas too (Knative's KPA hears of them
+                // through its SKS's endpoints): the revision turns Ready once the PA says
+                // its scale target was initialized.
+                let key = ObjectRef::new(&kinds::REVISION, k.namespace, k.name);
+                router.enqueue(&key.with_kind(&kinds::POD_AUTOSCALER), "replicas changed");
+                router.enqueue(&key, "replicas changed");
+            }
             Err(RecvError::Lagged(n)) => {
                 warn!(missed = n, "platform changes lagged; resyncing revisions");
                 if let Err(e) = blocking(&router, |r| r.resync_kind(&kinds::REVISION)).await {
@@ -926,6 +942,56 @@ mod tests {
         testing::insert(&ctx, &child);
         eventually("owner fan-out", || seen("default/owner")).await;
         stop(h, tx).await;
+    }
+
+    #[tokio::test]
+    async fn a_reconcilers_own_status_write_does_not_queue_it_again() {
+        let (ctx, _) = testing::test_context();
+        // Two reconcilers of configurations: the configuration reconciler and the GC.
+        let both: Vec<Arc<dyn Reconciler>> = crate::all_reconcilers()
+            .reconcilers
+            .into_iter()
+            .filter(|r| r.kind() == &kinds::CONFIGURATION)
+            .collect();
+        assert_eq!(both.len(), 2);
+        let router = Router::new(ctx.clone(), &both, Vec::new());
+        let writer = both[0].id();
+        let cfg = testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
+        let at = |rv: &str| {
+            let mut c = cfg.clone();
+            c.metadata.resource_version = rv.into();
+            c
+        };
+        async fn queued(router: &Router) -> Vec<usize> {
+            let lens = router.queues.iter().map(|(_, q)| q.len()).collect();
+            for (_, q) in &router.queues {
+                while !q.is_empty() {
+                    let key = q.get().await.unwrap();
+                    q.done(&key);
+                }
+            }
+            lens
+        }
+        // (what the writer wrote, the event's resourceVersion, why, queued to each)
+        let cases = [
+            ("its own write", Some("8"), "8", "changed", [0, 1]),
+            ("nothing recorded", None, "9", "changed", [1, 1]),
+            ("a later version", Some("10"), "11", "changed", [1, 1]),
+            ("a resync", Some("12"), "12", RESYNC, [1, 1]),
+        ];
+        for (what, wrote, event_rv, why, want) in cases {
+            if let Some(rv) = wrote {
+                ctx.own_writes
+                    .record(&kinds::CONFIGURATION, &cfg.metadata, rv.into(), writer);
+            }
+            let obj = objects::encode(&at(event_rv)).unwrap();
+            router.dispatch(&kinds::CONFIGURATION, &obj, false, why);
+            assert_eq!(queued(&router).await, want, "{what}");
+        }
+        // A resync leaves the record: the write's own event, coming after, still is skipped.
+        let obj = objects::encode(&at("12")).unwrap();
+        router.dispatch(&kinds::CONFIGURATION, &obj, false, "changed");
+        assert_eq!(queued(&router).await, [0, 1]);
     }
 
     #[test]

@@ -283,6 +283,7 @@ pub fn test_context_with(
         clock,
         digests: None,
         views: wisp_views::Views::new(clock),
+        own_writes: Default::default(),
     };
     (ctx, platform)
 }

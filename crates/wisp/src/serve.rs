@@ -265,6 +265,7 @@ async fn serve(
             Arc::new(move |key: &wisp_runtime::RevisionKey| scaling.wake(key))
         }))),
         views: views.clone(),
+        own_writes: Default::default(),
     };
     let (ctl_stop_tx, ctl_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let controllers = tokio::spawn(

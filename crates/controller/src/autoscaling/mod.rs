@@ -182,16 +182,32 @@ impl PodAutoscalerReconciler {
             resources::hpa_active_threshold(&pa, &cfg),
             wall,
         );
-        if !exists {
-            let mut created = pa;
-            created.status = Some(status);
-            objects::create(&ctx.store, &created)?;
-        } else if pa.status.as_ref() != Some(&status) {
-            let mut updated = pa;
-            updated.status = Some(status);
-            objects::update_status(&ctx.store, &updated)?;
-        }
+        self.write_pa(ctx, pa, exists, status)?;
         Ok(Action::RequeueAfter(next.max(resources::MIN_REQUEUE)))
+    }
+
+    /// Creates the PA with `status`, or writes `status` if it changed; recorded as this
+    /// reconciler's own write ([`crate::reconciler::OwnWrites`]).
+    fn write_pa(
+        &self,
+        ctx: &Context,
+        mut pa: PodAutoscaler,
+        exists: bool,
+        status: wisp_api::autoscaling::PodAutoscalerStatus,
+    ) -> Result<(), ReconcileError> {
+        let rv = if !exists {
+            pa.status = Some(status);
+            objects::create(&ctx.store, &pa)?.metadata.resource_version
+        } else if pa.status.as_ref() != Some(&status) {
+            pa.status = Some(status);
+            objects::update_status(&ctx.store, &pa)?
+        } else {
+            return Ok(());
+        };
+        let id = crate::reconciler::Reconciler::id(self);
+        ctx.own_writes
+            .record(&kinds::POD_AUTOSCALER, &pa.metadata, rv, id);
+        Ok(())
     }
 
     /// Shows the revision's ServerlessService (the routing mode just published) and its
@@ -368,15 +384,7 @@ impl TypedReconciler for PodAutoscalerReconciler {
 
         self.publish_sks(ctx, rev, &pa, published, ready);
         let status = resources::compute_status(pa.status.as_ref(), &pa, &step.result, ready, wall);
-        if !exists {
-            let mut created = pa;
-            created.status = Some(status);
-            objects::create(&ctx.store, &created)?;
-        } else if pa.status.as_ref() != Some(&status) {
-            let mut updated = pa;
-            updated.status = Some(status);
-            objects::update_status(&ctx.store, &updated)?;
-        }
+        self.write_pa(ctx, pa, exists, status)?;
         // At rest at zero no tick is needed: a request pokes the revision, which wakes
         // this reconciler (`Scaling::poke`), and a change of the revision or PA re-queues it.
         Ok(step.next_tick.map_or(Action::Done, Action::RequeueAfter))

@@ -111,7 +111,7 @@ impl TypedReconciler for RevisionReconciler {
             .filter(|pa| objects::is_controlled_by(&pa.metadata, &rev.metadata.uid))
             .and_then(|pa| pa.status)
         {
-            resources::propagate_autoscaler_status(&mut status, &pa, now);
+            resources::propagate_autoscaler_status(&mut status, rev.status.as_ref(), &pa, now);
         }
         failure_event(ctx, rev, &status);
         rev.status = Some(status);

@@ -17,11 +17,12 @@ use wisp_runtime::{
 };
 
 use crate::{
-    conditions::{ConditionSet, READY},
+    conditions::{self, ConditionSet, READY},
     names::{label, routing_state},
     revision::digest::ResolveOptions,
 };
 
+use wisp_api::autoscaling::condition::SCALE_TARGET_INITIALIZED;
 pub use wisp_api::serving::condition::{ACTIVE, CONTAINER_HEALTHY, RESOURCES_AVAILABLE};
 /// Ready's dependents, in Knative's order.
 pub const DEPENDENTS: [&str; 2] = [RESOURCES_AVAILABLE, CONTAINER_HEALTHY];
@@ -63,14 +64,38 @@ pub fn replicas(rev: &Revision, cfg: &AutoscalerConfig, kpa: Option<u32>) -> u32
     })
 }
 
-/// Knative's `PropagateAutoscalerStatus`: the revision's `Active` condition mirrors the
-/// PodAutoscaler's, and `desiredReplicas` is the PA's `desiredScale` once it is known
-/// (≥ 0; before the first decision it stays the replica count being applied).
+/// Knative's `PropagateAutoscalerStatus` (`pkg/apis/serving/v1/revision_lifecycle.go`):
+/// the revision's `Active` condition mirrors the PodAutoscaler's; `actualReplicas` is the
+/// PA's `actualScale` and `desiredReplicas` its `desiredScale`, once known (≥ 0; before the
+/// first decision it stays the replica count being applied).
+///
+/// Ready replicas make the revision's resources available and its container healthy only
+/// once the PA says its scale target was initialized, as Knative marks ContainerHealthy
+/// from `IsScaleTargetInitialized` alone: the revision turns Ready in one status write,
+/// with the PA's `Active` (the PA's write queues the revision again), not first Ready and
+/// then Active a moment later. `old` is the revision's status before this reconcile.
 pub fn propagate_autoscaler_status(
     st: &mut RevisionStatus,
+    old: Option<&RevisionStatus>,
     pa: &wisp_api::autoscaling::PodAutoscalerStatus,
     now: DateTime<Utc>,
 ) {
+    if !conditions::is_true(&pa.status, SCALE_TARGET_INITIALIZED) {
+        for (t, waiting) in [(RESOURCES_AVAILABLE, DEPLOYING), (CONTAINER_HEALTHY, "")] {
+            let was = old.and_then(|o| o.status.condition(t));
+            let was_true = was.is_some_and(|c| c.status == ConditionStatus::True);
+            if conditions::is_true(&st.status, t) && !was_true {
+                let (cs, reason, message) = was.map_or_else(
+                    || (ConditionStatus::Unknown, waiting.to_owned(), String::new()),
+                    |c| (c.status, c.reason.clone(), c.message.clone()),
+                );
+                CONDITIONS.mark(&mut st.status, t, cs, &reason, &message, now);
+            }
+        }
+    }
+    if let Some(a) = pa.actual_scale.filter(|a| *a >= 0) {
+        st.actual_replicas = Some(a);
+    }
     if let Some(c) = pa.status.condition(ACTIVE) {
         let (cs, reason, message) = (c.status, c.reason.clone(), c.message.clone());
         CONDITIONS.mark(&mut st.status, ACTIVE, cs, &reason, &message, now);
@@ -914,6 +939,83 @@ mod tests {
         );
         assert!(conditions::is_false(&st.status, READY));
         assert_eq!(requeue, None);
+    }
+
+    #[test]
+    fn ready_replicas_count_once_the_pa_initialized_its_scale_target() {
+        use wisp_api::autoscaling::PodAutoscalerStatus;
+        let pa = |initialized: bool, active: ConditionStatus| {
+            let mut st = PodAutoscalerStatus {
+                // A PA behind the replicas has not counted them yet.
+                actual_scale: Some(i32::from(initialized)),
+                desired_scale: Some(-1),
+                ..Default::default()
+            };
+            let now = test_clock();
+            for (t, cs) in [
+                (
+                    SCALE_TARGET_INITIALIZED,
+                    if initialized { True } else { Unknown },
+                ),
+                (ACTIVE, active),
+            ] {
+                crate::autoscaling::resources::CONDITIONS.mark(&mut st.status, t, cs, "", "", now);
+            }
+            st
+        };
+        let ready = [replica("r1", ReplicaPhase::Ready)];
+        let fresh = rev_with(&[]);
+        let (before, _) = compute_status(&fresh, &[], 1, Duration::from_secs(600), test_clock());
+        let mut was_ready = rev_with(&[]);
+        let (st, _) = compute_status(
+            &was_ready,
+            &ready,
+            1,
+            Duration::from_secs(600),
+            test_clock(),
+        );
+        was_ready.status = Some(st);
+        // (what, the revision's status before, PA initialized, PA active, Ready after,
+        //  ResourcesAvailable's reason after)
+        let cases = [
+            (
+                "PA behind the replicas",
+                Some(&before),
+                false,
+                Unknown,
+                Unknown,
+                DEPLOYING,
+            ),
+            (
+                "first reconcile, PA behind",
+                None,
+                false,
+                Unknown,
+                Unknown,
+                DEPLOYING,
+            ),
+            ("PA caught up", Some(&before), true, True, True, ""),
+            (
+                "was ready: stays so",
+                was_ready.status.as_ref(),
+                false,
+                True,
+                True,
+                "",
+            ),
+        ];
+        for (what, old, initialized, active, want_ready, want_reason) in cases {
+            let mut r = rev_with(&[]);
+            r.status = old.cloned();
+            let (mut st, _) = compute_status(&r, &ready, 1, Duration::from_secs(600), test_clock());
+            propagate_autoscaler_status(&mut st, old, &pa(initialized, active), test_clock());
+            let c = |t: &str| st.status.condition(t).unwrap().clone();
+            assert_eq!(c(READY).status, want_ready, "{what}");
+            assert_eq!(c(RESOURCES_AVAILABLE).reason, want_reason, "{what}");
+            assert_eq!(c(ACTIVE).status, active, "{what}");
+            // Replica counts are the PA's.
+            assert_eq!(st.actual_replicas, Some(i32::from(initialized)), "{what}");
+        }
     }
 
     #[test]

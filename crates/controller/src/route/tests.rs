@@ -18,7 +18,8 @@ fn ready_revision(ctx: &Context, name: &str) -> Revision {
     let rev = testing::insert(ctx, &testing::revision("default", name, "hello", 1));
     let mut r = rev.clone();
     testing::set_revision_ready(&mut r, ConditionStatus::True, "", "");
-    objects::update_status(&ctx.store, &r).unwrap()
+    objects::update_status(&ctx.store, &r).unwrap();
+    testing::fetch(ctx, "default", name)
 }
 
 fn set_latest_ready(ctx: &Context, name: &str) {
