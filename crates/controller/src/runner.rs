@@ -799,19 +799,22 @@ mod tests {
         testing::insert(&ctx, &testing::configuration("default", "hello", "img"));
         let key = RevisionKey::new("default", "hello-00001");
         eventually("scaled", || platform.scale_of(&key) == Some(1)).await;
-        eventually("revision deploying", || {
+        let status = || {
             objects::get::<Revision>(&ctx.store, "default", "hello-00001")
                 .unwrap()
                 .and_then(|r| r.status)
-                .and_then(|s| s.status.condition("Ready").map(|c| c.reason == "Deploying"))
-                .unwrap_or(false)
-        })
-        .await;
+        };
+        // In progress, the new revision's first status waits (the test clock stands still).
+        assert!(status().is_none());
         platform.set_replicas(
             &key,
             vec![testing::replica("r1", wisp_runtime::ReplicaPhase::Ready)],
         );
         eventually("configuration Ready", || config_ready(&ctx, "hello")).await;
+        assert!(crate::conditions::is_true(
+            &status().unwrap().status,
+            "Ready"
+        ));
 
         // Deleting the configuration cascades to the revision, whose replicas go away.
         objects::delete::<Configuration>(&ctx.store, "default", "hello", None).unwrap();

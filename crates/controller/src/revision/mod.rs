@@ -114,6 +114,11 @@ impl TypedReconciler for RevisionReconciler {
             resources::propagate_autoscaler_status(&mut status, rev.status.as_ref(), &pa, now);
         }
         failure_event(ctx, rev, &status);
+        if let Some(wait) = resources::first_status_wait(rev, &status, now) {
+            // Nothing written yet; looked at again when the hold ends, if nothing else
+            // re-queues it before.
+            return Ok(Action::RequeueAfter(requeue.map_or(wait, |r| r.min(wait))));
+        }
         rev.status = Some(status);
         Ok(requeue.map_or(Action::Done, Action::RequeueAfter))
     }
@@ -249,14 +254,26 @@ mod tests {
     #[test]
     fn scales_and_follows_replicas() {
         use wisp_api::meta::ConditionStatus::*;
-        let (ctx, platform, key) = setup();
+        let (mut ctx, platform, key) = setup();
         let action = RevisionReconciler::default()
             .reconcile_name(&ctx, "default", "hello-00001")
             .unwrap();
-        assert_eq!(action, Action::RequeueAfter(Duration::from_secs(600)));
+        // A new revision's in-progress first status waits for what its replicas come to.
+        assert_eq!(action, Action::RequeueAfter(resources::FIRST_STATUS_HOLD));
+        let held: Revision = testing::fetch(&ctx, "default", "hello-00001");
+        assert!(held.status.is_none(), "{:?}", held.status);
         assert_eq!(platform.scale_of(&key), Some(2));
         let spec = platform.spec_of(&key).unwrap();
         assert_eq!(spec.configuration, "hello");
+        // Past the hold it shows that it is deploying.
+        fn three_seconds_later() -> chrono::DateTime<chrono::Utc> {
+            testing::test_clock() + chrono::Duration::seconds(3)
+        }
+        ctx.clock = three_seconds_later;
+        let action = RevisionReconciler::default()
+            .reconcile_name(&ctx, "default", "hello-00001")
+            .unwrap();
+        assert_eq!(action, Action::RequeueAfter(Duration::from_secs(597)));
         assert_eq!(ready_of(&ctx), (Unknown, "Deploying".into()));
 
         platform.set_replicas(

@@ -208,6 +208,36 @@ fn exit_condition(exit: &wisp_runtime::ExitInfo) -> (String, String) {
     )
 }
 
+/// How long a new revision's first status may wait for what its replicas come to.
+/// Creation times have whole seconds, so the wait is 1 to 2 s from the actual creation.
+pub const FIRST_STATUS_HOLD: Duration = Duration::from_secs(2);
+
+/// Whether a new revision should leave its first status unwritten for now, and how long
+/// it may still wait: `status` (just computed) is in progress (Ready Unknown), none was
+/// ever written, and the revision is younger than [`FIRST_STATUS_HOLD`]. Its replica
+/// turning ready (or failing) re-queues it within that time, and it writes Ready (or the
+/// failure) as its first status. Its Configuration, Route and Service wait for its first
+/// status too, so each writes one status on the way to Ready instead of an "in progress"
+/// one replaced a moment later; a revision that takes longer shows `Deploying` from then.
+pub fn first_status_wait(
+    rev: &Revision,
+    status: &RevisionStatus,
+    now: DateTime<Utc>,
+) -> Option<Duration> {
+    let in_progress = status
+        .status
+        .condition(READY)
+        .is_some_and(|c| c.status == ConditionStatus::Unknown);
+    if rev.status.is_some() || !in_progress {
+        return None;
+    }
+    let created = parse_time(rev.metadata.creation_timestamp.as_deref())?;
+    let age = (now - created).to_std().unwrap_or_default();
+    FIRST_STATUS_HOLD
+        .checked_sub(age)
+        .filter(|left| !left.is_zero())
+}
+
 fn parse_time(s: Option<&str>) -> Option<DateTime<Utc>> {
     s.and_then(|s| DateTime::parse_from_rfc3339(s).ok())
         .map(|t| t.with_timezone(&Utc))
@@ -1015,6 +1045,52 @@ mod tests {
             assert_eq!(c(ACTIVE).status, active, "{what}");
             // Replica counts are the PA's.
             assert_eq!(st.actual_replicas, Some(i32::from(initialized)), "{what}");
+        }
+    }
+
+    #[test]
+    fn only_a_new_revisions_in_progress_first_status_waits() {
+        let deploying = compute_status(
+            &rev_with(&[]),
+            &[],
+            1,
+            Duration::from_secs(600),
+            test_clock(),
+        )
+        .0;
+        let ready = compute_status(
+            &rev_with(&[]),
+            &[replica("r1", ReplicaPhase::Ready)],
+            1,
+            Duration::from_secs(600),
+            test_clock(),
+        )
+        .0;
+        let failed = compute_status(
+            &rev_with(&[]),
+            &[crashed_replica("r1", 1, "boom")],
+            1,
+            Duration::from_secs(600),
+            test_clock(),
+        )
+        .0;
+        let secs = chrono::Duration::seconds;
+        // (what, a status stored already?, status computed, seconds since creation, wait)
+        let cases = [
+            ("new, deploying", false, &deploying, 0, Some(2)),
+            ("new, deploying, 1 s on", false, &deploying, 1, Some(1)),
+            ("new, deploying, hold over", false, &deploying, 2, None),
+            ("new, ready", false, &ready, 0, None),
+            ("new, failed", false, &failed, 0, None),
+            ("has a status", true, &deploying, 0, None),
+        ];
+        for (what, stored, status, age, want) in cases {
+            let mut r = rev_with(&[]);
+            if stored {
+                r.status = Some(deploying.clone());
+            }
+            let got = first_status_wait(&r, status, test_clock() + secs(age));
+            assert_eq!(got, want.map(Duration::from_secs), "{what}");
         }
     }
 
