@@ -45,6 +45,7 @@ impl TypedReconciler for RevisionReconciler {
         let (namespace, name) = (&rev.metadata.namespace, &rev.metadata.name);
         let key = RevisionKey::new(namespace, name);
         let now = (ctx.clock)();
+        let stored_status = rev.status.is_some();
         if let Some(digests) = &ctx.digests
             && !resources::digests_resolved(rev)
         {
@@ -114,7 +115,7 @@ impl TypedReconciler for RevisionReconciler {
             resources::propagate_autoscaler_status(&mut status, rev.status.as_ref(), &pa, now);
         }
         failure_event(ctx, rev, &status);
-        if let Some(wait) = resources::first_status_wait(rev, &status, now) {
+        if let Some(wait) = resources::first_status_wait(rev, stored_status, &status, now) {
             // Nothing written yet; looked at again when the hold ends, if nothing else
             // re-queues it before.
             return Ok(Action::RequeueAfter(requeue.map_or(wait, |r| r.min(wait))));

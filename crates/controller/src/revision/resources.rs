@@ -214,13 +214,18 @@ pub const FIRST_STATUS_HOLD: Duration = Duration::from_secs(2);
 
 /// Whether a new revision should leave its first status unwritten for now, and how long
 /// it may still wait: `status` (just computed) is in progress (Ready Unknown), none was
-/// ever written, and the revision is younger than [`FIRST_STATUS_HOLD`]. Its replica
+/// ever `stored`, and the revision is younger than [`FIRST_STATUS_HOLD`]. Its replica
 /// turning ready (or failing) re-queues it within that time, and it writes Ready (or the
 /// failure) as its first status. Its Configuration, Route and Service wait for its first
 /// status too, so each writes one status on the way to Ready instead of an "in progress"
 /// one replaced a moment later; a revision that takes longer shows `Deploying` from then.
+///
+/// Image digests just resolved are written at once (the resolver forgets them once
+/// handed over): a revision whose containers name images writes its first status when
+/// they are pinned; one of commands only resolves nothing, and waits.
 pub fn first_status_wait(
     rev: &Revision,
+    stored: bool,
     status: &RevisionStatus,
     now: DateTime<Utc>,
 ) -> Option<Duration> {
@@ -228,7 +233,12 @@ pub fn first_status_wait(
         .status
         .condition(READY)
         .is_some_and(|c| c.status == ConditionStatus::Unknown);
-    if rev.status.is_some() || !in_progress {
+    let digests = status
+        .container_statuses
+        .iter()
+        .chain(&status.init_container_statuses)
+        .any(|c| !c.image_digest.is_empty());
+    if stored || !in_progress || digests {
         return None;
     }
     let created = parse_time(rev.metadata.creation_timestamp.as_deref())?;
@@ -1075,6 +1085,11 @@ mod tests {
         )
         .0;
         let secs = chrono::Duration::seconds;
+        let mut pinned = deploying.clone();
+        pinned.container_statuses = vec![ContainerStatus {
+            name: "user-container".into(),
+            image_digest: "example.com/hello@sha256:0123".into(),
+        }];
         // (what, a status stored already?, status computed, seconds since creation, wait)
         let cases = [
             ("new, deploying", false, &deploying, 0, Some(2)),
@@ -1083,13 +1098,11 @@ mod tests {
             ("new, ready", false, &ready, 0, None),
             ("new, failed", false, &failed, 0, None),
             ("has a status", true, &deploying, 0, None),
+            ("digests just resolved", false, &pinned, 0, None),
         ];
         for (what, stored, status, age, want) in cases {
-            let mut r = rev_with(&[]);
-            if stored {
-                r.status = Some(deploying.clone());
-            }
-            let got = first_status_wait(&r, status, test_clock() + secs(age));
+            let r = rev_with(&[]);
+            let got = first_status_wait(&r, stored, status, test_clock() + secs(age));
             assert_eq!(got, want.map(Duration::from_secs), "{what}");
         }
     }
