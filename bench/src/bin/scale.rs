@@ -304,7 +304,7 @@ fn writes_until_each_ready(
         watches.push(api.watch(gv, plural, rv0, tx.clone())?);
     }
     drop(tx);
-    let mut writes = 0usize;
+    let (mut writes, mut replayed) = (0usize, 0usize);
     let mut expired = false;
     // Each watch replays the history from `rv0` at once, then waits for news: done when
     // every kind is past `end`, or when nothing more comes for a while.
@@ -318,6 +318,7 @@ fn writes_until_each_ready(
             expired = true;
             break;
         }
+        replayed += 1;
         if resource_version(&e).is_some_and(|rv| rv > end) {
             past_end.insert(e.plural);
         }
@@ -335,6 +336,10 @@ fn writes_until_each_ready(
     for w in watches {
         w.stop(api::REWATCH * 3);
     }
+    eprintln!(
+        "  writes per service: {replayed} events replayed from {rv0} to {end}, {writes} until Ready{}",
+        if expired { ", history compacted" } else { "" }
+    );
     Ok((!expired).then(|| writes as f64 / ready_rv.len().max(1) as f64))
 }
 

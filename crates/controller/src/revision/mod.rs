@@ -116,8 +116,10 @@ impl TypedReconciler for RevisionReconciler {
         }
         failure_event(ctx, rev, &status);
         if let Some(wait) = resources::first_status_wait(rev, stored_status, &status, now) {
-            // Nothing written yet; looked at again when the hold ends, if nothing else
+            // Nothing written yet (not even the digest step's container statuses, which
+            // pin nothing here); looked at again when the hold ends, if nothing else
             // re-queues it before.
+            rev.status = None;
             return Ok(Action::RequeueAfter(requeue.map_or(wait, |r| r.min(wait))));
         }
         rev.status = Some(status);
@@ -486,6 +488,30 @@ mod tests {
             rev.spec.pod.containers[0].image, "img",
             "the spec is untouched"
         );
+    }
+
+    #[tokio::test]
+    async fn a_revision_of_commands_resolves_nothing_and_its_first_status_waits() {
+        let (mut ctx, platform, key) = setup();
+        let mut rev: Revision = testing::fetch(&ctx, "default", "hello-00001");
+        rev.spec.pod.containers[0].image = String::new();
+        rev.spec.pod.containers[0].command = vec!["/bin/app".into()];
+        objects::update(&ctx.store, &rev).unwrap();
+        with_resolver(&mut ctx);
+        let rv = ctx.store.current_revision();
+        let action = RevisionReconciler::default()
+            .reconcile_name(&ctx, "default", "hello-00001")
+            .unwrap();
+        assert_eq!(action, Action::RequeueAfter(resources::FIRST_STATUS_HOLD));
+        // Scaled, and nothing written: not even the (empty) container statuses.
+        assert_eq!(platform.scale_of(&key), Some(2));
+        assert_eq!(ctx.store.current_revision(), rv);
+        // Its replica ready (no PodAutoscaler in this test), Ready is its first status.
+        platform.set_replicas(&key, vec![replica("a", ReplicaPhase::Ready)]);
+        RevisionReconciler::default()
+            .reconcile_name(&ctx, "default", "hello-00001")
+            .unwrap();
+        assert_eq!(ready_of(&ctx).0, wisp_api::meta::ConditionStatus::True);
     }
 
     #[tokio::test]
