@@ -6,8 +6,8 @@
 //! 1. creates N Services from `--threads` client threads, each as fast as the server
 //!    answers, and times each one's create → `Ready=True` (a watch of services), the
 //!    store writes per service until it is Ready (changes of its five objects up to the
-//!    resourceVersion it turned Ready at, replayed from the store's event history), all
-//!    store writes (resourceVersion delta) and wisp's CPU time until all are Ready;
+//!    resourceVersion it turned Ready at, from watches of the five kinds), all store
+//!    writes (resourceVersion delta) and wisp's CPU time until all are Ready;
 //! 2. idles `--idle` seconds: wisp's CPU and store writes meanwhile, then its RSS;
 //! 3. reads: the list of all Services in one request, and paged (`limit`/`continue`);
 //! 4. the next services: `--late` more created one at a time, create → Ready each;
@@ -286,61 +286,110 @@ const SERVICE_KINDS: [(&str, &str); 5] = [
     ),
 ];
 
-/// Store writes per service until *that* service was Ready: every change of its five
-/// objects (the Service, and what carries its `serving.knative.dev/service` label) at or
-/// before the resourceVersion at which it was first seen Ready, replayed from the store's
-/// event history from `rv0` on. None when the history no longer reaches back to `rv0`.
-/// (The whole-store count until all are Ready also holds writes of services already Ready
-/// meanwhile: their autoscalers' ticks.)
-fn writes_until_each_ready(
-    api: &Api,
-    rv0: u64,
-    ready_rv: &HashMap<String, u64>,
-) -> anyhow::Result<Option<f64>> {
-    let end = ready_rv.values().copied().max().unwrap_or(rv0);
-    let (tx, rx) = mpsc::channel::<Event>();
-    let mut watches = Vec::new();
-    for (gv, plural) in SERVICE_KINDS {
-        watches.push(api.watch(gv, plural, rv0, tx.clone())?);
-    }
-    drop(tx);
-    let (mut writes, mut replayed) = (0usize, 0usize);
-    let mut expired = false;
-    // Each watch replays the history from `rv0` at once, then waits for news: done when
-    // every kind is past `end`, or when nothing more comes for a while.
-    let mut past_end: std::collections::HashSet<&str> = Default::default();
-    let deadline = Instant::now() + Duration::from_secs(120);
-    while past_end.len() < SERVICE_KINDS.len() && Instant::now() < deadline {
-        let Ok(e) = rx.recv_timeout(Duration::from_millis(500)) else {
-            break;
+/// The changes of the kinds a Service makes, from a resourceVersion on, as they happen
+/// (watches started before the POSTs: a replay after the fact would fall off the store's
+/// event history at 1,000 services with replicas). A thread keeps only each service's
+/// resourceVersions.
+struct Replay {
+    watches: Vec<api::Watch>,
+    seen: Arc<Mutex<Seen>>,
+    consumer: std::thread::JoinHandle<()>,
+}
+
+#[derive(Default)]
+struct Seen {
+    /// Service name → the resourceVersions of changes of its objects.
+    by_service: HashMap<String, Vec<u64>>,
+    /// Kind → the highest resourceVersion seen.
+    latest: HashMap<&'static str, u64>,
+    events: usize,
+}
+
+impl Replay {
+    fn start(api: &Api, rv0: u64) -> anyhow::Result<Replay> {
+        let (tx, rx) = mpsc::channel::<Event>();
+        let mut watches = Vec::new();
+        for (gv, plural) in SERVICE_KINDS {
+            watches.push(api.watch(gv, plural, rv0, tx.clone())?);
+        }
+        let seen = Arc::new(Mutex::new(Seen::default()));
+        let consumer = {
+            let seen = seen.clone();
+            std::thread::spawn(move || {
+                while let Ok(e) = rx.recv() {
+                    let Some(rv) = resource_version(&e) else {
+                        continue;
+                    };
+                    let service = if e.plural == "services" {
+                        Some(e.name())
+                    } else {
+                        e.label("serving.knative.dev/service")
+                    };
+                    let mut seen = wisp_sync::lock(&seen);
+                    seen.events += 1;
+                    let latest = seen.latest.entry(e.plural).or_default();
+                    *latest = (*latest).max(rv);
+                    if let Some(svc) = service {
+                        seen.by_service.entry(svc.to_owned()).or_default().push(rv);
+                    }
+                }
+            })
         };
-        if e.event_type == "ERROR" {
-            expired = true;
-            break;
-        }
-        replayed += 1;
-        if resource_version(&e).is_some_and(|rv| rv > end) {
-            past_end.insert(e.plural);
-        }
-        let service = if e.plural == "services" {
-            Some(e.name())
-        } else {
-            e.label("serving.knative.dev/service")
-        };
-        if let (Some(svc), Some(rv)) = (service, resource_version(&e))
-            && ready_rv.get(svc).is_some_and(|r| rv <= *r)
-        {
-            writes += 1;
-        }
+        Ok(Replay {
+            watches,
+            seen,
+            consumer,
+        })
     }
-    for w in watches {
-        w.stop(api::REWATCH * 3);
+
+    /// Store writes per service until *that* service was Ready: every change of its five
+    /// objects (the Service, and what carries its `serving.knative.dev/service` label) at
+    /// or before the resourceVersion at which it was first seen Ready. (The whole-store
+    /// count until all are Ready also holds writes of services already Ready meanwhile:
+    /// their autoscalers' ticks.) None if the watches did not see every service's five
+    /// creates.
+    fn writes_until_each_ready(self, ready_rv: &HashMap<String, u64>) -> Option<f64> {
+        let end = ready_rv.values().copied().max().unwrap_or(0);
+        // Wait until every kind's watch is past `end` (news arrives at some point: the
+        // autoscalers tick), or nothing new came for 5 s.
+        let (mut last, mut idle_since) = (usize::MAX, Instant::now());
+        loop {
+            let (events, done) = {
+                let seen = wisp_sync::lock(&self.seen);
+                let done = SERVICE_KINDS
+                    .iter()
+                    .all(|(_, k)| seen.latest.get(k).is_some_and(|rv| *rv > end));
+                (seen.events, done)
+            };
+            if events != last {
+                (last, idle_since) = (events, Instant::now());
+            }
+            if done || idle_since.elapsed() > Duration::from_secs(5) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for w in self.watches {
+            w.stop(api::REWATCH * 3);
+        }
+        let _ = self.consumer.join();
+        let seen = wisp_sync::lock(&self.seen);
+        let writes: usize = ready_rv
+            .iter()
+            .map(|(svc, ready)| {
+                seen.by_service
+                    .get(svc)
+                    .map_or(0, |rvs| rvs.iter().filter(|rv| *rv <= ready).count())
+            })
+            .sum();
+        let complete = writes >= 5 * ready_rv.len();
+        eprintln!(
+            "  writes per service: {} events seen, {writes} until each service was Ready{}",
+            seen.events,
+            if complete { "" } else { " (incomplete)" }
+        );
+        complete.then(|| writes as f64 / ready_rv.len().max(1) as f64)
     }
-    eprintln!(
-        "  writes per service: {replayed} events replayed from {rv0} to {end}, {writes} until Ready{}",
-        if expired { ", history compacted" } else { "" }
-    );
-    Ok((!expired).then(|| writes as f64 / ready_rv.len().max(1) as f64))
 }
 
 /// What creating N services at once gave.
@@ -368,6 +417,7 @@ fn create_all(
 ) -> anyhow::Result<Creation> {
     let api = server.api();
     let rv0 = store_rv(api)?;
+    let replay = Replay::start(api, rv0)?;
     let cpu0 = cpu(server)?;
     let threads = threads.clamp(1, names.len().max(1));
     let barrier = Barrier::new(threads);
@@ -403,7 +453,7 @@ fn create_all(
         .filter_map(|n| Some((n.clone(), *watch.ready_rv.get(n)?)))
         .collect();
     let own_writes_per_service = if mine.len() == names.len() {
-        writes_until_each_ready(api, rv0, &mine)?
+        replay.writes_until_each_ready(&mine)
     } else {
         None
     };
@@ -879,7 +929,9 @@ fn zero_table(rows: &[(usize, AtZero)], args: &Args) -> Table {
         &|z| {
             z.creation
                 .own_writes_per_service
-                .map_or("n/a (history compacted)".into(), |w| format!("{w:.1}"))
+                .map_or("n/a (event history compacted)".into(), |w| {
+                    format!("{w:.1}")
+                })
         },
         "≤ 10",
     );
@@ -1010,7 +1062,9 @@ fn replica_table(rows: &[(usize, WithReplicas)], args: &Args) -> Table {
         &|z| {
             z.creation
                 .own_writes_per_service
-                .map_or("n/a (history compacted)".into(), |w| format!("{w:.1}"))
+                .map_or("n/a (event history compacted)".into(), |w| {
+                    format!("{w:.1}")
+                })
         },
         "≤ 10",
     );
