@@ -350,24 +350,29 @@ impl Replay {
     /// creates.
     fn writes_until_each_ready(self, ready_rv: &HashMap<String, u64>) -> Option<f64> {
         let end = ready_rv.values().copied().max().unwrap_or(0);
-        // Wait until every kind's watch is past `end` (news arrives at some point: the
-        // autoscalers tick), or nothing new came for 5 s.
+        // Every change up to `end` was committed before the last Ready was seen, so each
+        // is on its watch's stream by now: done once every kind's watch is past `end`, or
+        // once the services' watch reached it and nothing more came for 300 ms (a kind
+        // with no news past `end` says nothing more); at most 5 s without news.
         let (mut last, mut idle_since) = (usize::MAX, Instant::now());
         loop {
-            let (events, done) = {
+            let (events, all_past, services_there) = {
                 let seen = wisp_sync::lock(&self.seen);
-                let done = SERVICE_KINDS
-                    .iter()
-                    .all(|(_, k)| seen.latest.get(k).is_some_and(|rv| *rv > end));
-                (seen.events, done)
+                let past = |k: &str| seen.latest.get(k).copied().unwrap_or(0);
+                let all_past = SERVICE_KINDS.iter().all(|(_, k)| past(k) > end);
+                (seen.events, all_past, past("services") >= end)
             };
             if events != last {
                 (last, idle_since) = (events, Instant::now());
             }
-            if done || idle_since.elapsed() > Duration::from_secs(5) {
+            let idle = idle_since.elapsed();
+            if all_past
+                || (services_there && idle > Duration::from_millis(300))
+                || idle > Duration::from_secs(5)
+            {
                 break;
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(10));
         }
         for w in self.watches {
             w.stop(api::REWATCH * 3);
