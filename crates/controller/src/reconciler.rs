@@ -51,7 +51,8 @@ pub struct Context {
 /// again (every other reconciler, owner and watch still gets it). The status is what that
 /// reconcile computed from everything it read; each of those inputs queues the object
 /// when it changes, so a reconcile of the write's own event would read the same inputs
-/// and change nothing. It was a quarter of all reconciles in a burst of creates.
+/// and change nothing. In a burst of 1,000 creates at zero it took the reconciles per
+/// service from 24.8 to 23.0 (many such events find the key queued already).
 ///
 /// What kube-rs's controllers get from a predicate on `metadata.generation`, but narrower:
 /// only the exact resourceVersion the reconciler itself produced is skipped.
