@@ -326,7 +326,7 @@ impl Replay {
                     let service = if e.plural == "services" {
                         Some(e.name())
                     } else {
-                        e.label("serving.knative.dev/service")
+                        e.label(wisp_api::labels::SERVICE)
                     };
                     let mut seen = wisp_sync::lock(&seen);
                     seen.events += 1;
@@ -486,6 +486,14 @@ fn create_all(
         cpu_per_service: cpu / u32::try_from(n).unwrap_or(u32::MAX),
         relists: watch.watch.relists(),
     })
+}
+
+impl Creation {
+    /// The per-service write count as a table cell.
+    fn own_writes(&self) -> String {
+        self.own_writes_per_service
+            .map_or("not counted".into(), |w| format!("{w:.1}"))
+    }
 }
 
 /// wisp's CPU and store writes over `secs` of idling.
@@ -939,11 +947,7 @@ fn zero_table(rows: &[(usize, AtZero)], args: &Args) -> Table {
     );
     row(
         "store writes per service until it is Ready (its five objects)",
-        &|z| {
-            z.creation
-                .own_writes_per_service
-                .map_or("not counted".into(), |w| format!("{w:.1}"))
-        },
+        &|z| z.creation.own_writes(),
         "≤ 10",
     );
     row(
@@ -1070,11 +1074,7 @@ fn replica_table(rows: &[(usize, WithReplicas)], args: &Args) -> Table {
     row("all Ready after", &|z| ms(z.creation.all_ready), "");
     row(
         "store writes per service until it is Ready (its five objects)",
-        &|z| {
-            z.creation
-                .own_writes_per_service
-                .map_or("not counted".into(), |w| format!("{w:.1}"))
-        },
+        &|z| z.creation.own_writes(),
         "≤ 10",
     );
     row(

@@ -71,13 +71,7 @@ impl OwnWrites {
         if rv.is_empty() || rv == meta.resource_version {
             return; // Nothing was written: no event will come.
         }
-        let key = (
-            kind.group,
-            kind.plural,
-            meta.namespace.clone(),
-            meta.name.clone(),
-        );
-        self.lock().insert(key, (rv, writer));
+        self.lock().insert(Self::key(kind, meta), (rv, writer));
     }
 
     /// The event of `meta`'s object of `kind` came: the reconciler that wrote exactly this
@@ -88,16 +82,15 @@ impl OwnWrites {
         if written.is_empty() {
             return None;
         }
-        let key = (
-            kind.group,
-            kind.plural,
-            meta.namespace.clone(),
-            meta.name.clone(),
-        );
         written
-            .remove(&key)
+            .remove(&Self::key(kind, meta))
             .filter(|(rv, _)| *rv == meta.resource_version)
             .map(|(_, writer)| writer)
+    }
+
+    fn key(kind: &ResourceKind, meta: &ObjectMeta) -> WrittenKey {
+        let (ns, name) = (meta.namespace.clone(), meta.name.clone());
+        (kind.group, kind.plural, ns, name)
     }
 
     /// Forgets everything (the watch re-listed: what was recorded may never come back).
