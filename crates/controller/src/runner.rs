@@ -51,7 +51,7 @@ use crate::{
     executor::{Executor, Outcome},
     names::label,
     reconciler::{
-        Action, Context, Event, ObjectRef, Observer, ReconcileError, Reconciler, resource,
+        Action, Context, Event, ObjectRef, Observer, OwnWrite, ReconcileError, Reconciler, resource,
     },
     workqueue::{RESYNC, Why, WorkQueue},
 };
@@ -285,17 +285,17 @@ impl Router {
 
     /// Queues `key` to every reconciler of its kind, saying why.
     fn enqueue(&self, key: &ObjectRef, why: Why) {
-        self.enqueue_except(key, why, None);
+        self.enqueue_unless(key, why, None);
     }
 
-    /// [`enqueue`](Self::enqueue), but not to the reconciler whose [`Reconciler::id`] is
-    /// `except`.
-    fn enqueue_except(&self, key: &ObjectRef, why: Why, except: Option<&str>) {
+    /// [`enqueue`](Self::enqueue), but not to the reconciler whose own write the event
+    /// is, if `key` is what it was reconciling (see [`OwnWrites`](crate::reconciler::OwnWrites)).
+    fn enqueue_unless(&self, key: &ObjectRef, why: Why, own: Option<&OwnWrite>) {
         if key.name.is_empty() {
             return;
         }
         for (r, q) in &self.queues {
-            if r.kind() == key.kind && except != Some(r.id()) {
+            if r.kind() == key.kind && !own.is_some_and(|w| w.skips(r.id(), key)) {
                 q.add_why(key.clone(), why);
             }
         }
@@ -333,11 +333,12 @@ impl Router {
             o.observe(&event);
         }
         let own = event.object_ref();
-        // Not to the reconciler whose status write this event is (see `OwnWrites`).
+        // Not back to the reconciler whose write this event is (see `OwnWrites`).
         let writer = (why != RESYNC)
             .then(|| self.ctx.own_writes.take(kind, &meta))
             .flatten();
-        self.enqueue_except(&own, why, writer);
+        let writer = writer.as_ref();
+        self.enqueue_unless(&own, why, writer);
         // What a resync fans out to is resync work too (it waits behind changes).
         let fan = |w: Why| if why == RESYNC { RESYNC } else { w };
 
@@ -347,14 +348,14 @@ impl Router {
                 .into_iter()
                 .find(|k| k.kind == o.kind && k.group == group)
             {
-                self.enqueue(&event.sibling(k, &o.name), fan("child changed"));
+                self.enqueue_unless(&event.sibling(k, &o.name), fan("child changed"), writer);
             }
         }
         for (lbl, k) in LABELLED_PARENTS {
             if let Some(v) = meta.labels.get(lbl)
                 && label_names_parent(lbl, kind)
             {
-                self.enqueue(&event.sibling(k, v), fan("labelled child changed"));
+                self.enqueue_unless(&event.sibling(k, v), fan("labelled child changed"), writer);
             }
         }
         for (r, q) in &self.queues {
@@ -366,7 +367,9 @@ impl Router {
                 Ok(keys) => {
                     for k in keys {
                         debug_assert!(k.kind == r.kind(), "watches() returned another kind");
-                        q.add_why(k, fan("watched"));
+                        if !writer.is_some_and(|w| w.skips(r.id(), &k)) {
+                            q.add_why(k, fan("watched"));
+                        }
                     }
                 }
                 Err(_) => error!(
@@ -995,6 +998,67 @@ mod tests {
         let obj = objects::encode(&at("12")).unwrap();
         router.dispatch(&kinds::CONFIGURATION, &obj, false, "changed");
         assert_eq!(queued(&router).await, [0, 1]);
+    }
+
+    #[tokio::test]
+    async fn a_child_a_reconciler_wrote_does_not_queue_its_owner_to_it_again() {
+        let (ctx, _) = testing::test_context();
+        let all = crate::all_reconcilers().reconcilers;
+        let router = Router::new(ctx.clone(), &all, Vec::new());
+        async fn queued(router: &Router, kind: &ResourceKind) -> Vec<String> {
+            let (_, q) = router
+                .queues
+                .iter()
+                .find(|(r, _)| r.kind() == kind)
+                .unwrap();
+            let mut keys = Vec::new();
+            while !q.is_empty() {
+                let k = q.get().await.unwrap();
+                q.done(&k);
+                keys.push(k.to_string());
+            }
+            keys
+        }
+        let svc = testing::insert(&ctx, &testing::service("default", "hello", "img"));
+        let mut cfg = testing::configuration("default", "hello", "img");
+        cfg.metadata
+            .owner_references
+            .push(objects::owner_reference(&kinds::SERVICE, &svc.metadata));
+        cfg.metadata
+            .labels
+            .insert(label::SERVICE.into(), "hello".into());
+        let cfg = testing::insert(&ctx, &cfg);
+        let service_reconciler = all.iter().find(|r| r.kind() == &kinds::SERVICE).unwrap();
+        // (what was recorded, the keys the event queues to the Service reconciler)
+        let cases: [(&str, Option<&str>, &[&str]); 3] = [
+            (
+                "created by the service reconciler for it",
+                Some("hello"),
+                &[],
+            ),
+            (
+                "written for another service",
+                Some("other"),
+                &["default/hello"],
+            ),
+            ("nothing recorded", None, &["default/hello"]),
+        ];
+        for (what, reconciling, want) in cases {
+            if let Some(name) = reconciling {
+                ctx.own_writes.wrote(
+                    &kinds::CONFIGURATION,
+                    &cfg.metadata,
+                    service_reconciler.id(),
+                    ObjectRef::new(&kinds::SERVICE, "default", name),
+                );
+            }
+            let obj = objects::encode(&cfg).unwrap();
+            router.dispatch(&kinds::CONFIGURATION, &obj, false, "changed");
+            assert_eq!(queued(&router, &kinds::SERVICE).await, want, "{what}");
+            // The Configuration's own reconciler gets it whoever wrote it.
+            let cfgs = queued(&router, &kinds::CONFIGURATION).await;
+            assert_eq!(cfgs, ["default/hello"], "{what}");
+        }
     }
 
     #[test]

@@ -66,8 +66,11 @@ pub struct PodAutoscalerReconciler {
 /// them (with 1,000 replicas running and idle, that was a fifth of wisp's CPU).
 #[derive(Debug, Clone, PartialEq)]
 struct SksInputs {
-    pa: String,
-    revision: String,
+    /// A hash of what they are made of besides the routing state: the PA's identity,
+    /// labels, annotations and protocol, and the revision's port. Not its resourceVersion,
+    /// which moves with every status write of the PA (the SKS would be made again, only to
+    /// compare equal, on each of them).
+    made_of: u64,
     mode: RoutingMode,
     num_activators: i32,
     ready: u32,
@@ -171,7 +174,6 @@ impl PodAutoscalerReconciler {
             tracing::debug!(revision = %key, replicas, "hpa scale published");
             ctx.scaling.wake(key);
         }
-        self.publish_sks(ctx, rev, &pa, published, ready);
         // `currentReplicas` of the HPA: the target's replicas that exist.
         let current = counts.ready + counts.not_ready + counts.pending;
         let status = resources::compute_hpa_status(
@@ -182,32 +184,43 @@ impl PodAutoscalerReconciler {
             resources::hpa_active_threshold(&pa, &cfg),
             wall,
         );
-        self.write_pa(ctx, pa, exists, status)?;
+        let pa = self.write_pa(ctx, pa, exists, status)?;
+        self.publish_sks(ctx, rev, &pa, published, ready);
         Ok(Action::RequeueAfter(next.max(resources::MIN_REQUEUE)))
     }
 
     /// Creates the PA with `status`, or writes `status` if it changed; recorded as this
-    /// reconciler's own write ([`crate::reconciler::OwnWrites`]).
+    /// reconciler's own write ([`crate::reconciler::OwnWrites`]). Returns the PA as it
+    /// now is.
     fn write_pa(
         &self,
         ctx: &Context,
         mut pa: PodAutoscaler,
         exists: bool,
         status: wisp_api::autoscaling::PodAutoscalerStatus,
-    ) -> Result<(), ReconcileError> {
-        let rv = if !exists {
+    ) -> Result<PodAutoscaler, ReconcileError> {
+        let id = crate::reconciler::Reconciler::id(self);
+        let key = ObjectRef::new(
+            &kinds::POD_AUTOSCALER,
+            &pa.metadata.namespace,
+            &pa.metadata.name,
+        );
+        if !exists {
             pa.status = Some(status);
-            objects::create(&ctx.store, &pa)?.metadata.resource_version
+            let created = objects::create(&ctx.store, &pa)?;
+            ctx.own_writes
+                .wrote(&kinds::POD_AUTOSCALER, &created.metadata, id, key);
+            Ok(created)
         } else if pa.status.as_ref() != Some(&status) {
             pa.status = Some(status);
-            objects::update_status(&ctx.store, &pa)?
+            let rv = objects::update_status(&ctx.store, &pa)?;
+            ctx.own_writes
+                .record(&kinds::POD_AUTOSCALER, &pa.metadata, rv.clone(), id);
+            pa.metadata.resource_version = rv;
+            Ok(pa)
         } else {
-            return Ok(());
-        };
-        let id = crate::reconciler::Reconciler::id(self);
-        ctx.own_writes
-            .record(&kinds::POD_AUTOSCALER, &pa.metadata, rv, id);
-        Ok(())
+            Ok(pa)
+        }
     }
 
     /// Shows the revision's ServerlessService (the routing mode just published) and its
@@ -220,10 +233,22 @@ impl PodAutoscalerReconciler {
         scale: RevisionScale,
         ready: u32,
     ) {
+        let port = rev
+            .serving_container()
+            .and_then(|c| c.ports.first())
+            .map(|p| p.container_port)
+            .filter(|p| *p != 0)
+            .unwrap_or(8080);
+        let made_of = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::hash::DefaultHasher::new();
+            let m = &pa.metadata;
+            (&m.namespace, &m.name, &m.uid, &m.labels, &m.annotations).hash(&mut h);
+            (&pa.spec.protocol_type, port).hash(&mut h);
+            h.finish()
+        };
         let inputs = SksInputs {
-            // A resourceVersion moves with every change of its object.
-            pa: pa.metadata.resource_version.clone(),
-            revision: rev.metadata.resource_version.clone(),
+            made_of,
             mode: scale.mode,
             num_activators: scale.num_activators,
             ready,
@@ -250,12 +275,6 @@ impl PodAutoscalerReconciler {
         else {
             return;
         };
-        let port = rev
-            .serving_container()
-            .and_then(|c| c.ports.first())
-            .map(|p| p.container_port)
-            .filter(|p| *p != 0)
-            .unwrap_or(8080);
         ctx.views
             .services
             .replace_set(&set, sks::make_services(pa, &held, port));
@@ -382,9 +401,11 @@ impl TypedReconciler for PodAutoscalerReconciler {
             ctx.scaling.wake(&key);
         }
 
-        self.publish_sks(ctx, rev, &pa, published, ready);
         let status = resources::compute_status(pa.status.as_ref(), &pa, &step.result, ready, wall);
-        self.write_pa(ctx, pa, exists, status)?;
+        // The SKS after the PA is written: a new PA has its uid only then, and the SKS's
+        // owner reference names it (made before, a new revision's SKS was made twice).
+        let pa = self.write_pa(ctx, pa, exists, status)?;
+        self.publish_sks(ctx, rev, &pa, published, ready);
         // At rest at zero no tick is needed: a request pokes the revision, which wakes
         // this reconciler (`Scaling::poke`), and a change of the revision or PA re-queues it.
         Ok(step.next_tick.map_or(Action::Done, Action::RequeueAfter))

@@ -109,6 +109,26 @@ fn second(ctx: &Context, pa: &PodAutoscalerReconciler, concurrency: f64) {
 }
 
 #[test]
+fn a_new_pas_serverless_service_names_it_and_is_made_once() {
+    let (ctx, _platform) = setup(&[]);
+    let r = PodAutoscalerReconciler::new();
+    let sks = &ctx.views.serverless_services;
+    let before = sks.resource_version();
+    r.reconcile_name(&ctx, NS, NAME).unwrap();
+    let pa = pa_of(&ctx);
+    let held = sks.get(NS, NAME).expect("the SKS is shown");
+    // Its owner is the PA as created (made before the PA was, it named no uid).
+    assert_eq!(
+        held["metadata"]["ownerReferences"][0]["uid"],
+        pa.metadata.uid.as_str()
+    );
+    assert_eq!(sks.resource_version(), before + 1, "made once");
+    // A reconcile that changes nothing the SKS is made of leaves it alone.
+    r.reconcile_name(&ctx, NS, NAME).unwrap();
+    assert_eq!(sks.resource_version(), before + 1, "not made again");
+}
+
+#[test]
 fn creates_the_pa_and_forgets_it_with_the_revision() {
     let (ctx, _platform) = setup(&[]);
     let r = PodAutoscalerReconciler::new();

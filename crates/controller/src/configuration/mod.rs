@@ -10,7 +10,7 @@ use wisp_api::serving::{Configuration, Revision};
 use crate::{
     names::label,
     objects,
-    reconciler::{Action, Context, ReconcileError, TypedReconciler},
+    reconciler::{Action, Context, ObjectRef, ReconcileError, Reconciler, TypedReconciler},
 };
 use resources::LatestCreated;
 
@@ -39,6 +39,13 @@ impl TypedReconciler for ConfigurationReconciler {
             None => match objects::create(&ctx.store, &resources::make_revision(cfg, now)) {
                 Ok(rev) => {
                     tracing::info!(configuration = %format!("{namespace}/{name}"), revision = %rev_name, "created revision");
+                    // Its event need not queue this configuration again (`OwnWrites`).
+                    ctx.own_writes.wrote(
+                        &wisp_api::kinds::REVISION,
+                        &rev.metadata,
+                        Reconciler::id(self),
+                        ObjectRef::new(&wisp_api::kinds::CONFIGURATION, namespace, name),
+                    );
                     ctx.event(
                         &wisp_api::kinds::CONFIGURATION,
                         &cfg.metadata,

@@ -16,7 +16,7 @@ use wisp_api::{
 use self::resources::{Child, Observed};
 use crate::{
     objects::{self, Resource},
-    reconciler::{Action, Context, Event, ObjectRef, ReconcileError, TypedReconciler},
+    reconciler::{Action, Context, Event, ObjectRef, ReconcileError, Reconciler, TypedReconciler},
 };
 
 use wisp_views::events::EventType;
@@ -35,6 +35,7 @@ impl TypedReconciler for ServiceReconciler {
 
         let config = ensure_child(
             ctx,
+            self,
             svc,
             resources::configuration(svc),
             || resources::new_configuration(svc),
@@ -53,6 +54,7 @@ impl TypedReconciler for ServiceReconciler {
                     let desired = resources::route(svc);
                     route = Some(ensure_child(
                         ctx,
+                        self,
                         svc,
                         desired.clone(),
                         || desired,
@@ -102,6 +104,7 @@ impl TypedReconciler for ServiceReconciler {
 /// (`NotOwned`).
 fn ensure_child<T: Resource + Clone>(
     ctx: &Context,
+    writer: &ServiceReconciler,
     svc: &Service,
     desired: T,
     new: impl FnOnce() -> T,
@@ -129,15 +132,26 @@ fn ensure_child<T: Resource + Clone>(
                 format!("Failed to create {what}: {e}"),
             ),
         }
-        return created.map(Some);
+        return created.map(|c| Some(own_write(ctx, writer, svc, c)));
     };
     if !objects::is_controlled_by(existing.meta(), &svc.metadata.uid) {
         return Ok(None);
     }
     match reconcile(&desired, &existing) {
-        Some(fixed) => objects::update(&ctx.store, &fixed).map(Some),
+        Some(fixed) => {
+            objects::update(&ctx.store, &fixed).map(|c| Some(own_write(ctx, writer, svc, c)))
+        }
         None => Ok(Some(existing)),
     }
+}
+
+/// Records `child`, just written, as the Service reconciler's own write for `svc`: its
+/// event need not queue `svc` again (see `OwnWrites`).
+fn own_write<T: Resource>(ctx: &Context, writer: &ServiceReconciler, svc: &Service, child: T) -> T {
+    let key = ObjectRef::new(&kinds::SERVICE, &svc.metadata.namespace, &svc.metadata.name);
+    ctx.own_writes
+        .wrote(T::kind(), child.meta(), Reconciler::id(writer), key);
+    child
 }
 
 #[cfg(test)]
