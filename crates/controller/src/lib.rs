@@ -55,6 +55,12 @@ pub use reconciler::{
 };
 pub use runner::{Controllers, Reconcilers};
 
+/// The annotations the reconcilers look objects up by
+/// ([`objects::list_by_annotation_item`]): the store indexes these and no others
+/// (`wisp_store::Options::indexed_annotations`). Indexing every annotation cost about 10
+/// index rows more per service, written with each of its objects.
+pub const INDEXED_ANNOTATIONS: &[&str] = &[names::annotation::ROUTES];
+
 /// Every reconciler `wisp serve` runs, in the order of the chain above, and what they
 /// observe.
 pub fn all_reconcilers() -> Reconcilers {

@@ -270,6 +270,8 @@ pub fn test_context_with(
 ) -> (Context, Arc<FakePlatform>) {
     let store = Store::open_in_memory_with(Options {
         clock,
+        // As `wisp serve` opens it: a lookup of another annotation fails the test.
+        indexed_annotations: Some(crate::INDEXED_ANNOTATIONS),
         ..Options::default()
     })
     .expect("in-memory store");

@@ -9,7 +9,8 @@
 //!   so label selectors are evaluated in SQL (an index lookup) before any JSON is parsed.
 //!   Added in version 2; opening a version-1 file backfills it.
 //! * `annotation_items(resource, namespace, name, key, item)`: the comma-separated items
-//!   (trimmed, empty ones dropped) of every string-valued annotation of at most
+//!   (trimmed, empty ones dropped) of every string-valued annotation (or of those
+//!   `Options::indexed_annotations` names; `meta` row `annotation_index` records which) of at most
 //!   [`MAX_ITEMIZED`] bytes, and one row with item `''` for a longer one, so "which objects
 //!   list X in annotation K" is an index lookup. Maintained and backfilled like `labels`.
 //! * `owners(owner_uid, child_ns, child_resource, child_name)`: one row per
@@ -18,7 +19,8 @@
 //! * `events(resource_version, resource, namespace, name, type, object)`: the append-only watch
 //!   log, bounded by compaction.
 //! * `meta(key, value)`: `revision` (the global counter), `compacted` (highest resourceVersion
-//!   removed from `events`), `schema_version`.
+//!   removed from `events`), `schema_version`, `annotation_index` (which annotations
+//!   `annotation_items` holds: [`annotation_index_signature`]; absent means all).
 //!
 //! Reads return the stored JSON *text*: the caller parses it after releasing the connection,
 //! so one big list does not hold every other reader and writer up while it is decoded.
@@ -96,7 +98,11 @@ INSERT OR IGNORE INTO meta (key, value) VALUES ('revision', 0), ('compacted', 0)
 ";
 
 /// Pragmas and schema for a freshly opened connection.
-pub(crate) fn init(conn: &mut Connection, busy_timeout: Duration) -> Result<(), StoreError> {
+pub(crate) fn init(
+    conn: &mut Connection,
+    busy_timeout: Duration,
+    indexed: Indexed,
+) -> Result<(), StoreError> {
     // Another process (e.g. a second `wisp serve` by mistake, or the sqlite3 shell) holding the
     // lock should make us wait a little, not fail at once. First, so it covers the pragmas.
     conn.busy_timeout(busy_timeout)?;
@@ -152,7 +158,7 @@ pub(crate) fn init(conn: &mut Connection, busy_timeout: Duration) -> Result<(), 
             // Version 1 had no `labels`/`annotation_items` tables (just created, empty): fill
             // them from the objects, in this same transaction, so a crash leaves either
             // version 1 or a complete version 2.
-            backfill_metadata_index(&tx)?;
+            backfill_metadata_index(&tx, None)?;
             tx.execute(
                 "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
                 [SCHEMA_VERSION],
@@ -164,12 +170,51 @@ pub(crate) fn init(conn: &mut Connection, busy_timeout: Duration) -> Result<(), 
             )));
         }
     }
+    // The annotation index holds what this store looks up: rebuilt when that changed
+    // (an older file, or one opened with another set), in the same transaction.
+    let held: Option<i64> = tx
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'annotation_index'",
+            [],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let wanted = annotation_index_signature(indexed);
+    if held.unwrap_or(annotation_index_signature(None)) != wanted {
+        tx.execute("DELETE FROM annotation_items", [])?;
+        backfill_annotation_index(&tx, indexed)?;
+    }
+    tx.execute(
+        "INSERT OR REPLACE INTO meta (key, value) VALUES ('annotation_index', ?1)",
+        [wanted],
+    )?;
     tx.commit()?;
     Ok(())
 }
 
-/// Writes the `labels` and `annotation_items` rows of every stored object (schema 1 → 2).
-fn backfill_metadata_index(tx: &Transaction<'_>) -> Result<(), StoreError> {
+/// Which annotations `annotation_items` holds (`Options::indexed_annotations`).
+pub(crate) type Indexed = Option<&'static [&'static str]>;
+
+/// A number naming an [`Indexed`] set, as the `annotation_index` meta row keeps it: `0`
+/// for all annotations, else a hash of the sorted keys (FNV-1a, so it is the same from
+/// build to build).
+pub(crate) fn annotation_index_signature(indexed: Indexed) -> i64 {
+    let Some(keys) = indexed else {
+        return 0;
+    };
+    let mut keys = keys.to_vec();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in keys.join("\n").bytes().chain([0xff]) {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    // Never 0 (that is "all"); the sign bit is fine for SQLite's INTEGER.
+    (h | 1) as i64
+}
+
+/// Writes the `annotation_items` rows of every stored object.
+fn backfill_annotation_index(tx: &Transaction<'_>, indexed: Indexed) -> Result<(), StoreError> {
     let mut stmt = tx.prepare("SELECT resource, namespace, name, object FROM objects")?;
     let rows = stmt.query_map([], |r| {
         Ok((
@@ -181,7 +226,39 @@ fn backfill_metadata_index(tx: &Transaction<'_>) -> Result<(), StoreError> {
     })?;
     for row in rows {
         let (resource, namespace, name, text) = row?;
-        insert_metadata_index(tx, &resource, &namespace, &name, &parse_json(&text)?)?;
+        insert_annotation_items(
+            tx,
+            &resource,
+            &namespace,
+            &name,
+            &parse_json(&text)?,
+            indexed,
+        )?;
+    }
+    Ok(())
+}
+
+/// Writes the `labels` and `annotation_items` rows of every stored object (schema 1 → 2).
+fn backfill_metadata_index(tx: &Transaction<'_>, indexed: Indexed) -> Result<(), StoreError> {
+    let mut stmt = tx.prepare("SELECT resource, namespace, name, object FROM objects")?;
+    let rows = stmt.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, String>(1)?,
+            r.get::<_, String>(2)?,
+            r.get::<_, String>(3)?,
+        ))
+    })?;
+    for row in rows {
+        let (resource, namespace, name, text) = row?;
+        insert_metadata_index(
+            tx,
+            &resource,
+            &namespace,
+            &name,
+            &parse_json(&text)?,
+            indexed,
+        )?;
     }
     Ok(())
 }
@@ -208,13 +285,27 @@ fn insert_metadata_index(
     namespace: &str,
     name: &str,
     obj: &Value,
+    indexed: Indexed,
 ) -> Result<(), StoreError> {
     insert_labels(conn, resource, namespace, name, obj)?;
+    insert_annotation_items(conn, resource, namespace, name, obj, indexed)
+}
+
+/// The `annotation_items` rows of one object: of its indexed annotations.
+fn insert_annotation_items(
+    conn: &Connection,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+    obj: &Value,
+    indexed: Indexed,
+) -> Result<(), StoreError> {
     let mut stmt = conn.prepare_cached(
         "INSERT OR IGNORE INTO annotation_items (resource, namespace, name, key, item)
          VALUES (?1, ?2, ?3, ?4, ?5)",
     )?;
-    for (key, value) in object::string_annotations(obj) {
+    let annotations = object::string_annotations(obj);
+    for (key, value) in annotations.filter(|(k, _)| indexed.is_none_or(|keys| keys.contains(k))) {
         for item in annotation_items(value) {
             stmt.execute(params![resource, namespace, name, key, item])?;
         }
@@ -634,6 +725,8 @@ pub(crate) struct WriteTx<'c> {
     rev: u64,
     /// Number of events to keep.
     history: u64,
+    /// The annotations indexed.
+    indexed: Indexed,
 }
 
 impl<'c> WriteTx<'c> {
@@ -641,7 +734,7 @@ impl<'c> WriteTx<'c> {
     /// time we write it back (matters only if another process shares the file).
     pub(crate) fn begin(
         conn: &'c Connection,
-        history: usize,
+        options: &crate::Options,
         nested: bool,
     ) -> Result<Self, StoreError> {
         conn.execute_batch(if nested {
@@ -655,7 +748,8 @@ impl<'c> WriteTx<'c> {
             open: true,
             start: 0,
             rev: 0,
-            history: history.max(1) as u64,
+            history: options.event_history.max(1) as u64,
+            indexed: options.indexed_annotations,
         };
         // On error the drop rolls the transaction back.
         tx.start = revision(conn)?;
@@ -762,7 +856,7 @@ impl<'c> WriteTx<'c> {
                 stmt.execute(params![owner, namespace, resource, name])?;
             }
             self.clear_metadata_index(resource, namespace, name)?;
-            insert_metadata_index(self.tx, resource, namespace, name, obj)?;
+            insert_metadata_index(self.tx, resource, namespace, name, obj, self.indexed)?;
         }
         Ok(())
     }
@@ -887,5 +981,37 @@ impl<'c> WriteTx<'c> {
 impl Drop for WriteTx<'_> {
     fn drop(&mut self) {
         self.rollback();
+    }
+}
+
+#[cfg(test)]
+mod signature_tests {
+    use super::annotation_index_signature as sig;
+
+    #[test]
+    fn an_index_set_is_named_by_its_keys_alone() {
+        // (set, same as which earlier case, or None for a new number)
+        let cases: [(Option<&'static [&'static str]>, Option<usize>); 6] = [
+            (None, None),
+            (Some(&["a"]), None),
+            (Some(&["a", "b"]), None),
+            (Some(&["b", "a"]), Some(2)),
+            (Some(&["a", "a", "b"]), Some(2)),
+            (Some(&[]), None),
+        ];
+        let mut seen = Vec::new();
+        for (i, (set, same_as)) in cases.into_iter().enumerate() {
+            let s = sig(set);
+            match same_as {
+                Some(j) => assert_eq!(s, seen[j], "case {i}"),
+                None => assert!(!seen.contains(&s), "case {i}: {s} taken"),
+            }
+            seen.push(s);
+        }
+        assert_eq!(
+            sig(None),
+            0,
+            "all annotations: what a store without the row holds"
+        );
     }
 }

@@ -32,6 +32,12 @@ pub struct Options {
     pub busy_timeout: Duration,
     /// Source of `creationTimestamp`/`deletionTimestamp`; replaceable for golden tests.
     pub clock: fn() -> DateTime<Utc>,
+    /// The annotations [`Store::list_raw_by_annotation_item`] can look up: `None` every
+    /// one, `Some(keys)` only these. Each looked-up annotation costs index rows on every
+    /// write of every object carrying it, so a server that looks up one key indexes that
+    /// one; a lookup of another key is refused. A change of this set between runs
+    /// rebuilds the index when the store is opened.
+    pub indexed_annotations: Option<&'static [&'static str]>,
 }
 
 impl Default for Options {
@@ -40,6 +46,7 @@ impl Default for Options {
             event_history: DEFAULT_EVENT_HISTORY,
             busy_timeout: Duration::from_secs(5),
             clock: Utc::now,
+            indexed_annotations: None,
         }
     }
 }
@@ -156,7 +163,7 @@ impl Store {
     }
 
     fn from_connection(mut conn: Connection, options: Options) -> Result<Store, StoreError> {
-        sqlite::init(&mut conn, options.busy_timeout)?;
+        sqlite::init(&mut conn, options.busy_timeout, options.indexed_annotations)?;
         let rev = sqlite::revision(&conn)?;
         let (revision, _) = watch::channel(rev);
         Ok(Store {
@@ -324,7 +331,7 @@ impl Store {
     ) -> Result<T, StoreError> {
         if self.in_batch() {
             return self.with_conn(|conn| {
-                let mut tx = WriteTx::begin(conn, self.inner.options.event_history, true)?;
+                let mut tx = WriteTx::begin(conn, &self.inner.options, true)?;
                 let out = f(&mut tx)?;
                 if let Some(rev) = tx.commit()? {
                     BATCH_REV.set(BATCH_REV.get().max(rev));
@@ -334,7 +341,7 @@ impl Store {
         }
         let conn = self.conn();
         self.set_durability(&conn)?;
-        let mut tx = WriteTx::begin(&conn, self.inner.options.event_history, false)?;
+        let mut tx = WriteTx::begin(&conn, &self.inner.options, false)?;
         let out = f(&mut tx)?;
         let started = std::time::Instant::now();
         let rev = tx.commit()?;
@@ -509,6 +516,13 @@ impl Store {
         key: &str,
         item: &str,
     ) -> Result<Vec<String>, StoreError> {
+        if let Some(keys) = self.inner.options.indexed_annotations
+            && !keys.contains(&key)
+        {
+            return Err(StoreError::Invalid(format!(
+                "annotation {key:?} is not indexed by this store (it indexes {keys:?})"
+            )));
+        }
         self.with_conn(|conn| sqlite::list_annotated(conn, resource, namespace, key, item))
     }
 

@@ -1689,3 +1689,63 @@ fn an_updated_object_keeps_its_uid_and_labels_findable() {
     let held = store.get(SVC, "default", "svc").unwrap().unwrap();
     assert_eq!(uid(&held), uid(&again));
 }
+
+#[test]
+fn only_the_indexed_annotations_are_indexed_and_a_change_of_them_rebuilds_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("wisp.db");
+    let open = |indexed: Option<&'static [&'static str]>| {
+        let options = Options {
+            indexed_annotations: indexed,
+            ..Options::default()
+        };
+        Store::open_with(&path, options).unwrap()
+    };
+    let rows = |store: &Store| -> Vec<String> {
+        let conn = store.inner_conn_for_tests();
+        let mut stmt = conn
+            .prepare("SELECT DISTINCT key FROM annotation_items ORDER BY key")
+            .unwrap();
+        stmt.query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    };
+    let annotated = |name: &str| {
+        let mut o = obj("default", name, json!({}));
+        o["metadata"]["annotations"] = json!({"routes": "r1, r2", "creator": "admin"});
+        o
+    };
+    let found = |store: &Store, key: &str| {
+        store
+            .list_raw_by_annotation_item(
+                SVC,
+                "default",
+                key,
+                if key == "routes" { "r2" } else { "admin" },
+            )
+            .map(|texts| texts.len())
+    };
+    {
+        // Every annotation, as a store opened with the defaults always did.
+        let store = open(None);
+        store.create(SVC, annotated("a")).unwrap();
+        assert_eq!(rows(&store), ["creator", "routes"]);
+    }
+    {
+        // One key: the index is rebuilt with it alone, and new objects get its rows only.
+        let store = open(Some(&["routes"]));
+        assert_eq!(rows(&store), ["routes"]);
+        store.create(SVC, annotated("b")).unwrap();
+        assert_eq!(rows(&store), ["routes"]);
+        assert_eq!(found(&store, "routes").unwrap(), 2);
+        let err = found(&store, "creator").unwrap_err();
+        assert!(matches!(err, StoreError::Invalid(_)), "{err}");
+        assert!(err.to_string().contains("not indexed"), "{err}");
+    }
+    // Back to all: rebuilt, and both objects are found by either key.
+    let store = open(None);
+    assert_eq!(rows(&store), ["creator", "routes"]);
+    assert_eq!(found(&store, "creator").unwrap(), 2);
+    assert_eq!(found(&store, "routes").unwrap(), 2);
+}

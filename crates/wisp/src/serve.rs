@@ -166,7 +166,12 @@ pub fn run(args: ServeArgs) -> anyhow::Result<()> {
         users,
     );
     let db = args.data_dir.join("wisp.db");
-    let store = Store::open(&db).with_context(|| format!("opening store {}", db.display()))?;
+    let options = wisp_store::Options {
+        indexed_annotations: Some(wisp_controller::INDEXED_ANNOTATIONS),
+        ..Default::default()
+    };
+    let store = Store::open_with(&db, options)
+        .with_context(|| format!("opening store {}", db.display()))?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
