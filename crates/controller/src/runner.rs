@@ -296,7 +296,7 @@ impl Router {
         }
         for (r, q) in &self.queues {
             if r.kind() == key.kind && !own.is_some_and(|w| w.skips(r.id(), key)) {
-                q.add_why(key.clone(), why);
+                add(r.as_ref(), q, key.clone(), why);
             }
         }
     }
@@ -368,7 +368,7 @@ impl Router {
                     for k in keys {
                         debug_assert!(k.kind == r.kind(), "watches() returned another kind");
                         if !writer.is_some_and(|w| w.skips(r.id(), &k)) {
-                            q.add_why(k, fan("watched"));
+                            add(r.as_ref(), q, k, fan("watched"));
                         }
                     }
                 }
@@ -699,6 +699,15 @@ fn is_conflict(e: &ReconcileError) -> bool {
     matches!(e, ReconcileError::Store(s) if s.is_conflict())
 }
 
+/// Queues `key` to `r`'s queue for an event: at once, or after `r`'s
+/// [`settle`](Reconciler::settle) time (a resync never waits).
+fn add(r: &dyn Reconciler, q: &WorkQueue<ObjectRef>, key: ObjectRef, why: Why) {
+    match r.settle() {
+        Some(delay) if why != RESYNC => q.add_settled(key, delay, why),
+        _ => q.add_why(key, why),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::Mutex;
@@ -950,7 +959,7 @@ mod tests {
         stop(h, tx).await;
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn a_reconcilers_own_status_write_does_not_queue_it_again() {
         let (ctx, _) = testing::test_context();
         // Two reconcilers of configurations: the configuration reconciler and the GC.
@@ -968,10 +977,11 @@ mod tests {
             c.metadata.resource_version = rv.into();
             c
         };
+        // Ready or settling (the GC waits a moment: `Reconciler::settle`).
         async fn queued(router: &Router) -> Vec<usize> {
-            let lens = router.queues.iter().map(|(_, q)| q.len()).collect();
+            let lens = router.queues.iter().map(|(_, q)| q.pending()).collect();
             for (_, q) in &router.queues {
-                while !q.is_empty() {
+                while q.pending() > 0 {
                     let key = q.get().await.unwrap();
                     q.done(&key);
                 }

@@ -302,6 +302,21 @@ impl<K: Key> WorkQueue<K> {
         }
     }
 
+    /// Queues `key` once `delay` has passed, unless it is to run already (that run will see
+    /// whatever this add is about) or already waits for an earlier time: every add within
+    /// `delay` of the first is the same one run.
+    pub fn add_settled(&self, key: impl Into<K>, delay: Duration, why: Why) {
+        let key = key.into();
+        {
+            let st = self.state();
+            // Dirty: ready, or to run again once its reconcile in progress is done.
+            if st.dirty.contains(&key) {
+                return;
+            }
+        }
+        self.add_after_why(key, delay, why);
+    }
+
     /// Queues `key` once `delay` has passed (now for a zero delay). If the key is already
     /// waiting for an earlier time, that time stands.
     pub fn add_after(&self, key: impl Into<K>, delay: Duration) {
@@ -451,6 +466,12 @@ impl<K: Key> WorkQueue<K> {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// Keys ready or waiting for their time ([`add_after`](Self::add_after)).
+    pub fn pending(&self) -> usize {
+        let st = self.state();
+        st.ready() + st.delayed.len()
     }
 }
 
@@ -637,6 +658,42 @@ mod tests {
         assert_eq!(start.elapsed(), Duration::from_secs(3));
         q.done("k");
         nothing_ready(&q, Duration::from_secs(60)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn settled_adds_of_a_moment_are_one_run() {
+        let settle = Duration::from_millis(200);
+        let q = WorkQueue::new();
+        // Three adds within the settle time: one key waiting, from the first.
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            q.add_settled("a", settle, "changed");
+            tokio::time::advance(Duration::from_millis(50)).await;
+        }
+        assert_eq!((q.len(), q.pending()), (0, 1));
+        assert_eq!(q.get().await.as_deref(), Some("a"));
+        assert_eq!(
+            Instant::now() - t0,
+            settle,
+            "run once the first add settled"
+        );
+        // An add while it runs waits its own settle time; one while it is ready anyway
+        // (here: to run again after this run) adds nothing.
+        q.add_settled("a", settle, "changed");
+        assert_eq!(q.pending(), 1);
+        q.add("a");
+        q.add_settled("a", settle, "changed");
+        q.done("a");
+        assert_eq!(q.get().await.as_deref(), Some("a"));
+        q.done("a");
+        // The settled add from while it ran is still due: one more run, then nothing.
+        assert_eq!(q.get().await.as_deref(), Some("a"));
+        q.done("a");
+        assert_eq!(q.pending(), 0);
+        // A ready key is not delayed by a settled add.
+        q.add("b");
+        q.add_settled("b", settle, "changed");
+        assert_eq!((q.len(), q.pending()), (1, 1));
     }
 
     #[tokio::test(start_paused = true)]

@@ -22,6 +22,9 @@ use crate::{
 /// precision, so an earlier wake-up could find nothing to do yet).
 const MIN_REQUEUE: Duration = Duration::from_secs(1);
 
+/// How long a configuration's events wait to be one collection ([`TypedReconciler::settle`]).
+pub const SETTLE: Duration = Duration::from_secs(1);
+
 /// Collects revisions of `configurations.serving.knative.dev`.
 #[derive(Debug, Default)]
 pub struct GcReconciler;
@@ -29,6 +32,12 @@ pub struct GcReconciler;
 /// Gone: nothing to do, its revisions went with it (owner references).
 impl TypedReconciler for GcReconciler {
     type Object = Configuration;
+
+    /// Collection keeps revisions for minutes to hours (`config-gc`); a configuration's
+    /// events of a second (its revision created, statuses, labels) make one look.
+    fn settle(&self) -> Option<Duration> {
+        Some(SETTLE)
+    }
 
     fn reconcile_kind(
         &self,

@@ -24,6 +24,9 @@ use crate::{
     route::RouteIndex,
 };
 
+/// How long a route's events wait to be one labeling ([`TypedReconciler::settle`]).
+pub const SETTLE: std::time::Duration = std::time::Duration::from_millis(200);
+
 /// Reconciles `routes.serving.knative.dev` into routing metadata.
 #[derive(Debug, Default)]
 pub struct LabelerReconciler {
@@ -41,6 +44,13 @@ impl LabelerReconciler {
 
 impl TypedReconciler for LabelerReconciler {
     type Object = Route;
+
+    /// Routing metadata is for GC and for the next cold start, neither of which waits on
+    /// it: a route's events of a moment (its creation, its status, its configuration's and
+    /// revision's) make one labeling.
+    fn settle(&self) -> Option<std::time::Duration> {
+        Some(SETTLE)
+    }
 
     fn reconcile_kind(&self, ctx: &Context, route: &mut Route) -> Result<Action, ReconcileError> {
         label(
