@@ -146,6 +146,8 @@ pub(crate) fn init(
             |r| r.get(0),
         )
         .optional()?;
+    // Whether `annotation_items` was just filled with `indexed`'s rows (a migration).
+    let mut index_built = false;
     match version {
         None => {
             tx.execute(
@@ -158,7 +160,10 @@ pub(crate) fn init(
             // Version 1 had no `labels`/`annotation_items` tables (just created, empty): fill
             // them from the objects, in this same transaction, so a crash leaves either
             // version 1 or a complete version 2.
-            backfill_metadata_index(&tx, None)?;
+            backfill(&tx, |conn, resource, namespace, name, obj| {
+                insert_metadata_index(conn, resource, namespace, name, obj, indexed)
+            })?;
+            index_built = true;
             tx.execute(
                 "UPDATE meta SET value = ?1 WHERE key = 'schema_version'",
                 [SCHEMA_VERSION],
@@ -180,9 +185,11 @@ pub(crate) fn init(
         )
         .optional()?;
     let wanted = annotation_index_signature(indexed);
-    if held.unwrap_or(annotation_index_signature(None)) != wanted {
+    if !index_built && held.unwrap_or(annotation_index_signature(None)) != wanted {
         tx.execute("DELETE FROM annotation_items", [])?;
-        backfill_annotation_index(&tx, indexed)?;
+        backfill(&tx, |conn, resource, namespace, name, obj| {
+            insert_annotation_items(conn, resource, namespace, name, obj, indexed)
+        })?;
     }
     tx.execute(
         "INSERT OR REPLACE INTO meta (key, value) VALUES ('annotation_index', ?1)",
@@ -213,8 +220,11 @@ pub(crate) fn annotation_index_signature(indexed: Indexed) -> i64 {
     (h | 1) as i64
 }
 
-/// Writes the `annotation_items` rows of every stored object.
-fn backfill_annotation_index(tx: &Transaction<'_>, indexed: Indexed) -> Result<(), StoreError> {
+/// Runs `index` on every stored object (parsed), to write its index rows.
+fn backfill(
+    tx: &Transaction<'_>,
+    index: impl Fn(&Connection, &str, &str, &str, &Value) -> Result<(), StoreError>,
+) -> Result<(), StoreError> {
     let mut stmt = tx.prepare("SELECT resource, namespace, name, object FROM objects")?;
     let rows = stmt.query_map([], |r| {
         Ok((
@@ -226,39 +236,7 @@ fn backfill_annotation_index(tx: &Transaction<'_>, indexed: Indexed) -> Result<(
     })?;
     for row in rows {
         let (resource, namespace, name, text) = row?;
-        insert_annotation_items(
-            tx,
-            &resource,
-            &namespace,
-            &name,
-            &parse_json(&text)?,
-            indexed,
-        )?;
-    }
-    Ok(())
-}
-
-/// Writes the `labels` and `annotation_items` rows of every stored object (schema 1 → 2).
-fn backfill_metadata_index(tx: &Transaction<'_>, indexed: Indexed) -> Result<(), StoreError> {
-    let mut stmt = tx.prepare("SELECT resource, namespace, name, object FROM objects")?;
-    let rows = stmt.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, String>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, String>(3)?,
-        ))
-    })?;
-    for row in rows {
-        let (resource, namespace, name, text) = row?;
-        insert_metadata_index(
-            tx,
-            &resource,
-            &namespace,
-            &name,
-            &parse_json(&text)?,
-            indexed,
-        )?;
+        index(tx, &resource, &namespace, &name, &parse_json(&text)?)?;
     }
     Ok(())
 }
