@@ -201,7 +201,8 @@ pub fn regarding(kind: &ResourceKind, meta: &ObjectMeta) -> wisp_views::events::
 }
 
 impl Context {
-    /// Records an event about a stored object, as the kind's Knative controller would.
+    /// Records an event about a stored object, as the kind's Knative controller would,
+    /// once the reconcile's writes have committed ([`after_commit`](Self::after_commit)).
     pub fn event(
         &self,
         kind: &ResourceKind,
@@ -210,13 +211,27 @@ impl Context {
         reason: &str,
         message: impl Into<String>,
     ) {
-        self.views.events.record(
-            wisp_views::events::Source::controller(controller_name(kind)),
-            &regarding(kind, meta),
-            type_,
-            reason,
-            message,
-        );
+        let source = wisp_views::events::Source::controller(controller_name(kind));
+        let regarding = regarding(kind, meta);
+        let (reason, message) = (reason.to_owned(), message.into());
+        self.after_commit(move |ctx| {
+            ctx.views
+                .events
+                .record(source, &regarding, type_, &reason, message)
+        });
+    }
+
+    /// Runs `f` once the writes of the reconcile running now have committed, off the
+    /// store's lock and the reconcile thread ([`wisp_store::Store::after_commit`]; at once
+    /// outside a store batch): for what follows from the reconcile but needs no store,
+    /// its views and events. The reconcile's outcome is reported after `f` has run, so the
+    /// next reconcile of the same key sees what `f` did.
+    ///
+    /// In a burst of 1,000 creates, views and events were a quarter of the reconciles'
+    /// time, all of it with the store locked against the API's writes.
+    pub fn after_commit(&self, f: impl FnOnce(&Context) + Send + 'static) {
+        let ctx = self.clone();
+        self.store.after_commit(move || f(&ctx));
     }
 }
 

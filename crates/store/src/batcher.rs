@@ -9,6 +9,12 @@
 //!
 //! A batch is capped ([`MAX_JOBS`], [`MAX_TIME`]) because the store is locked while it
 //! runs: everyone else waits at most about that long for it.
+//!
+//! What the units queue with [`Store::after_commit`] (work that needs no store, such as
+//! the views of what a reconcile wrote) runs on a second thread, `<name>-after`, once the
+//! batch has committed: meanwhile the batch thread runs the next batch, and the store is
+//! free for others. A unit's answer is sent after its batch's after-commit work has run,
+//! so whoever waits for a unit sees all of its effects.
 
 use std::{
     panic::AssertUnwindSafe,
@@ -19,6 +25,7 @@ use std::{
 use tokio::sync::oneshot;
 
 use crate::Store;
+use crate::store::{AfterCommit, run_after_commit};
 
 /// Units run in one batch at most.
 pub const MAX_JOBS: usize = 64;
@@ -68,12 +75,23 @@ impl Batcher {
         max_time: Duration,
     ) -> std::io::Result<Batcher> {
         let (jobs, queue) = mpsc::channel();
+        let (done, after_queue) = mpsc::channel::<Committed>();
         let runtime = tokio::runtime::Handle::try_current().ok();
+        let after_runtime = runtime.clone();
+        std::thread::Builder::new()
+            .name(format!("{name}-after"))
+            .spawn(move || {
+                let _context = after_runtime.as_ref().map(|r| r.enter());
+                // Ends when the batch thread does (it holds the only sender).
+                while let Ok(committed) = after_queue.recv() {
+                    committed.finish();
+                }
+            })?;
         std::thread::Builder::new()
             .name(name.into())
             .spawn(move || {
                 let _context = runtime.as_ref().map(|r| r.enter());
-                run(&store, &queue, max_jobs, max_time)
+                run(&store, &queue, &done, max_jobs, max_time)
             })?;
         Ok(Batcher { jobs })
     }
@@ -102,16 +120,42 @@ impl Batcher {
     }
 }
 
-fn run(store: &Store, queue: &mpsc::Receiver<Job>, max_jobs: usize, max_time: Duration) {
+/// A batch that ran: its after-commit work, then its units' answers.
+struct Committed {
+    after: Vec<AfterCommit>,
+    finished: Vec<Finish>,
+    committed: Result<(), String>,
+}
+
+impl Committed {
+    fn finish(self) {
+        run_after_commit(self.after);
+        for finish in self.finished {
+            finish(self.committed.as_ref().map(|_| ()).map_err(String::as_str));
+        }
+    }
+}
+
+fn run(
+    store: &Store,
+    queue: &mpsc::Receiver<Job>,
+    done: &mpsc::Sender<Committed>,
+    max_jobs: usize,
+    max_time: Duration,
+) {
     while let Ok(first) = queue.recv() {
         let started = Instant::now();
-        let (finished, committed) = store.batch(|| {
+        let (finished, committed, after) = store.batch_then(|| {
             let mut finished = Vec::new();
             let (mut ran, mut next) = (0, Some(first));
             while let Some(job) = next.take() {
-                // A panic drops the unit's reply: its caller hears `Panicked`.
-                if let Ok(finish) = std::panic::catch_unwind(AssertUnwindSafe(job)) {
-                    finished.push(finish);
+                let queued = Store::after_commit_len();
+                // A panic drops the unit's reply: its caller hears `Panicked`. And the
+                // after-commit work it queued: the unit did not finish, and what follows
+                // from it is its retry's to do.
+                match std::panic::catch_unwind(AssertUnwindSafe(job)) {
+                    Ok(finish) => finished.push(finish),
+                    Err(_) => Store::truncate_after_commit(queued),
                 }
                 ran += 1;
                 if ran < max_jobs && started.elapsed() < max_time {
@@ -120,9 +164,16 @@ fn run(store: &Store, queue: &mpsc::Receiver<Job>, max_jobs: usize, max_time: Du
             }
             finished
         });
-        let committed = committed.as_ref().map_err(|e| e.to_string());
-        for finish in finished {
-            finish(committed.as_ref().map(|_| ()).map_err(String::as_str));
+        let committed = Committed {
+            after,
+            finished,
+            committed: committed.map_err(|e| e.to_string()),
+        };
+        if committed.after.is_empty() {
+            // Nothing to wait for: answered from here, without a hand-off.
+            committed.finish();
+        } else if let Err(mpsc::SendError(committed)) = done.send(committed) {
+            committed.finish();
         }
     }
 }
@@ -212,5 +263,42 @@ mod tests {
             .map(|o| o["metadata"]["name"].as_str().unwrap().to_owned())
             .collect();
         assert_eq!(names, ["a", "b", "c", "first"]);
+    }
+
+    #[tokio::test]
+    async fn a_units_answer_follows_its_after_commit_work_which_runs_off_the_batch_thread() {
+        let store = Store::open_in_memory().unwrap();
+        let batcher = Batcher::start(store.clone(), "test-after").unwrap();
+        // (unit, thread the work ran on, revision published then)
+        let ran = Arc::new(Mutex::new(Vec::new()));
+        let unit = |name: &'static str| {
+            let (store, ran) = (store.clone(), ran.clone());
+            move || {
+                create(&store, name).unwrap();
+                let reader = store.clone();
+                store.after_commit(move || {
+                    let thread = std::thread::current().name().map(str::to_owned);
+                    let rev = reader.current_revision();
+                    ran.lock().unwrap().push((name, thread, rev));
+                });
+                if name == "boom" {
+                    panic!("a bug after queuing work");
+                }
+            }
+        };
+        batcher.run(unit("a")).await.unwrap();
+        // Answered: its work has run, on the after thread, after the commit.
+        let after = Some("test-after-after".to_owned());
+        assert_eq!(*ran.lock().unwrap(), [("a", after.clone(), 1)]);
+        assert!(matches!(
+            batcher.run(unit("boom")).await,
+            Err(BatchError::Panicked)
+        ));
+        batcher.run(unit("b")).await.unwrap();
+        // The unit that panicked kept its finished write (revision 2) but not its work.
+        assert_eq!(
+            *ran.lock().unwrap(),
+            [("a", after.clone(), 1), ("b", after, 3)]
+        );
     }
 }

@@ -105,6 +105,19 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
     /// The highest revision the running batch has written.
     static BATCH_REV: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// What the running batch's units left for after its commit ([`Store::after_commit`]).
+    static AFTER: std::cell::RefCell<Vec<AfterCommit>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Work that follows from a batch's writes but needs no store (the in-memory views of
+/// what a reconcile wrote, its events), queued with [`Store::after_commit`].
+pub type AfterCommit = Box<dyn FnOnce() + Send>;
+
+/// Runs after-commit work in order; one that panics is dropped alone.
+pub fn run_after_commit(work: Vec<AfterCommit>) {
+    for f in work {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    }
 }
 
 struct Inner {
@@ -231,22 +244,58 @@ impl Store {
     ///
     /// Returns what `f` returned and whether the commit succeeded: if it did not, none of
     /// the batch's writes happened, whatever `f` was told. A batch inside a batch joins it.
+    /// After a commit, and with the store unlocked, runs what `f` queued with
+    /// [`after_commit`](Self::after_commit).
     ///
     /// For the controllers: dozens of small reconciles, each of a few writes, cost one
     /// commit instead of one each, and take the lock once instead of racing for it.
     pub fn batch<R>(&self, f: impl FnOnce() -> R) -> (R, Result<(), StoreError>) {
+        let (out, committed, after) = self.batch_then(f);
+        run_after_commit(after);
+        (out, committed)
+    }
+
+    /// Queues `f` for after the commit of the batch running on this thread, once the
+    /// connection is given back (runs it at once when no batch runs: then every write has
+    /// committed already). For work that follows from the batch's writes but needs no
+    /// store: done inside the batch, it would keep everyone else waiting for the store.
+    /// Dropped if the batch does not commit (its writes did not happen).
+    pub fn after_commit(&self, f: impl FnOnce() + Send + 'static) {
         if self.in_batch() {
-            return (f(), Ok(()));
+            AFTER.with_borrow_mut(|a| a.push(Box::new(f)));
+        } else {
+            f();
+        }
+    }
+
+    /// How much after-commit work the running batch has queued, to drop the work of a
+    /// unit that panicked ([`truncate_after_commit`](Self::truncate_after_commit)).
+    pub(crate) fn after_commit_len() -> usize {
+        AFTER.with_borrow(Vec::len)
+    }
+
+    pub(crate) fn truncate_after_commit(len: usize) {
+        AFTER.with_borrow_mut(|a| a.truncate(len));
+    }
+
+    /// [`batch`](Self::batch), returning the after-commit work its units queued instead of
+    /// running it (for a [`Batcher`](crate::Batcher), which runs it on another thread).
+    pub(crate) fn batch_then<R>(
+        &self,
+        f: impl FnOnce() -> R,
+    ) -> (R, Result<(), StoreError>, Vec<AfterCommit>) {
+        if self.in_batch() {
+            return (f(), Ok(()), Vec::new());
         }
         let mut guard = self.conn();
         if let Err(e) = self.set_durability(&guard) {
             drop(guard);
-            return (f(), Err(e));
+            return (f(), Err(e), Vec::new());
         }
         if guard.execute_batch("BEGIN IMMEDIATE").is_err() {
             // Then the writes each begin their own transaction, and fail or succeed alone.
             drop(guard);
-            return (f(), Ok(()));
+            return (f(), Ok(()), Vec::new());
         }
         // The connection moves to this thread for the batch; everyone else waits in
         // `conn()` until `Lent` gives it back (also if `f` panics: then rolled back).
@@ -254,6 +303,8 @@ impl Store {
         drop(guard);
         BATCH.set(conn.map(|c| (self.id(), c)));
         BATCH_REV.set(0);
+        // Whatever a batch that panicked left behind did not commit.
+        AFTER.take();
         struct Lent<'a>(&'a Store, bool);
         impl Drop for Lent<'_> {
             fn drop(&mut self) {
@@ -277,10 +328,12 @@ impl Store {
         record_commit(started);
         lent.1 = committed.is_ok();
         drop(lent);
-        if committed.is_ok() {
-            self.publish(BATCH_REV.get());
+        let after = AFTER.take();
+        if committed.is_err() {
+            return (out, committed.map_err(StoreError::from), Vec::new());
         }
-        (out, committed.map_err(StoreError::from))
+        self.publish(BATCH_REV.get());
+        (out, Ok(()), after)
     }
 
     /// Makes the connection's `synchronous` mode match this handle's durability.

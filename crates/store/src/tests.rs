@@ -1634,6 +1634,52 @@ fn a_batch_that_panics_leaves_nothing_and_the_store_works_on() {
 }
 
 #[test]
+fn after_commit_work_runs_once_the_batch_committed_and_the_store_is_free() {
+    let (_dir, store) = temp_store();
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let note = |what: &'static str| {
+        let (seen, store) = (seen.clone(), store.clone());
+        move || {
+            // Another thread can read at once: the batch gave the connection back.
+            let reader = store.clone();
+            let found = std::thread::spawn(move || reader.get(SVC, "default", "a").unwrap())
+                .join()
+                .unwrap();
+            seen.lock()
+                .unwrap()
+                .push((what, store.current_revision(), found.is_some()));
+        }
+    };
+    let ((), committed) = store.batch(|| {
+        store.create(SVC, obj("default", "a", json!({}))).unwrap();
+        store.after_commit(note("first"));
+        store.after_commit(note("second"));
+        assert!(seen.lock().unwrap().is_empty(), "not while the batch runs");
+    });
+    committed.unwrap();
+    assert_eq!(
+        *seen.lock().unwrap(),
+        [("first", 1, true), ("second", 1, true)],
+        "in order, after the commit was published"
+    );
+    // Outside a batch every write has committed already: at once.
+    store.after_commit(note("alone"));
+    assert_eq!(seen.lock().unwrap().last(), Some(&("alone", 1, true)));
+    // A batch that panics drops its work with its writes.
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        store.batch(|| {
+            store.after_commit(note("lost"));
+            panic!("reconcile bug");
+        })
+    }));
+    assert!(panicked.is_err());
+    let ((), committed) = store.batch(|| store.after_commit(note("next")));
+    committed.unwrap();
+    let whats: Vec<_> = seen.lock().unwrap().iter().map(|s| s.0).collect();
+    assert_eq!(whats, ["first", "second", "alone", "next"]);
+}
+
+#[test]
 fn namespaces_in_use_and_cluster_scoped_objects() {
     let (_dir, store) = temp_store();
     assert!(store.namespaces_in_use().unwrap().is_empty());

@@ -57,8 +57,9 @@ pub struct PodAutoscalerReconciler {
     states: Mutex<HashMap<RevisionKey, KpaState>>,
     /// HPA-class revisions' state ([`hpa`]).
     hpa_states: Mutex<HashMap<RevisionKey, HpaState>>,
-    /// What each revision's ServerlessService and Services were last made from.
-    sks_made_from: Mutex<HashMap<RevisionKey, SksInputs>>,
+    /// What each revision's ServerlessService and Services were last made from (shared
+    /// with the after-commit work that makes them).
+    sks_made_from: std::sync::Arc<Mutex<HashMap<RevisionKey, SksInputs>>>,
 }
 
 /// Everything a revision's ServerlessService and Services are made from: the same again
@@ -257,28 +258,29 @@ impl PodAutoscalerReconciler {
         if wisp_sync::lock(&self.sks_made_from).get(&key) == Some(&inputs) {
             return;
         }
-        let set = format!("{}/{}", rev.metadata.namespace, rev.metadata.name);
-        let sks = sks::make_sks(
-            pa,
-            sks::SksState {
-                mode: scale.mode,
-                num_activators: scale.num_activators,
-                ready_replicas: ready,
-            },
-        );
-        ctx.views.serverless_services.replace_set(&set, vec![sks]);
-        // The Services are owned by the SKS as held (its uid is the view's).
-        let Some(held) = ctx
-            .views
-            .serverless_services
-            .get(&rev.metadata.namespace, &rev.metadata.name)
-        else {
-            return;
-        };
-        ctx.views
-            .services
-            .replace_set(&set, sks::make_services(pa, &held, port));
-        wisp_sync::lock(&self.sks_made_from).insert(key, inputs);
+        // Made once the reconcile's writes have committed, off the store's lock.
+        let (pa, made_from) = (pa.clone(), self.sks_made_from.clone());
+        ctx.after_commit(move |ctx| {
+            let (ns, name) = (&key.namespace, &key.name);
+            let set = format!("{ns}/{name}");
+            let sks = sks::make_sks(
+                &pa,
+                sks::SksState {
+                    mode: scale.mode,
+                    num_activators: scale.num_activators,
+                    ready_replicas: ready,
+                },
+            );
+            ctx.views.serverless_services.replace_set(&set, vec![sks]);
+            // The Services are owned by the SKS as held (its uid is the view's).
+            let Some(held) = ctx.views.serverless_services.get(ns, name) else {
+                return;
+            };
+            ctx.views
+                .services
+                .replace_set(&set, sks::make_services(&pa, &held, port));
+            wisp_sync::lock(&made_from).insert(key, inputs);
+        });
     }
 
     fn forget(&self, ctx: &Context, key: &RevisionKey) {

@@ -102,7 +102,10 @@ impl TypedReconciler for RevisionReconciler {
 
         let replicas = ctx.platform.replicas(&key);
         let deadline = resources::progress_deadline(rev, &ctx.config.load());
-        publish_views(ctx, rev, desired, &replicas, deadline);
+        {
+            let (rev, replicas) = (rev.clone(), replicas.clone());
+            ctx.after_commit(move |ctx| publish_views(ctx, &rev, desired, &replicas, deadline));
+        }
         let (mut status, requeue) =
             resources::compute_status(rev, &replicas, desired, deadline, now);
         if let Some(waiting) = ctx.platform.waiting(&key) {

@@ -93,7 +93,13 @@ impl TypedReconciler for RouteReconciler {
                         };
                         let traffic = resources::status_traffic(shown, &hosts, cfg);
                         publish(ctx, namespace, name, &entries);
-                        publish_views(ctx, route, &hosts, &entries, &ro);
+                        {
+                            let (route, hosts) = (route.clone(), hosts.clone());
+                            let (entries, ro) = (entries.clone(), ro.clone());
+                            ctx.after_commit(move |ctx| {
+                                publish_views(ctx, &route, &hosts, &entries, &ro)
+                            });
+                        }
                         Outcome::Published(hosts, traffic, rolling)
                     }
                 }
