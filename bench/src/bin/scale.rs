@@ -841,6 +841,11 @@ fn with_replicas(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Resul
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let (wisp, app) = setup::binaries(args.wisp.as_deref(), args.app.as_deref(), "hello")?;
+    // Before anything runs: every round at zero ends with the data-plane probe, and a run
+    // without `wrk` spent its ten minutes to report nothing of them.
+    if args.dataplane_secs > 0 {
+        load::find_wrk()?;
+    }
     let load_start = procfs::loadavg();
     // A round that fails is reported as such; the others still are.
     let mut failed = Vec::new();

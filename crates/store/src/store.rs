@@ -111,10 +111,10 @@ thread_local! {
 
 /// Work that follows from a batch's writes but needs no store (the in-memory views of
 /// what a reconcile wrote, its events), queued with [`Store::after_commit`].
-pub type AfterCommit = Box<dyn FnOnce() + Send>;
+pub(crate) type AfterCommit = Box<dyn FnOnce() + Send>;
 
 /// Runs after-commit work in order; one that panics is dropped alone.
-pub fn run_after_commit(work: Vec<AfterCommit>) {
+pub(crate) fn run_after_commit(work: Vec<AfterCommit>) {
     for f in work {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     }
