@@ -186,15 +186,19 @@ struct State {
 
 struct Revision {
     uid: String,
-    spec: Arc<ReplicaSpec>,
+    /// What its replicas run: kept only while it has replicas or wants some. A revision at
+    /// rest at zero holds none (every `scale` brings the spec again): with 10,000
+    /// services at zero their specs were 26 MB of the heap (heaptrack).
+    spec: Option<Arc<ReplicaSpec>>,
     desired: u32,
     /// Set when this platform cannot run the revision at all.
     failure: Option<Failure>,
     /// `remove` was called: forget the revision once its last replica is gone.
     removing: bool,
     /// Bumped on every `scale`: replicas waiting to retry their sandbox retry at once, and
-    /// running ones refresh their volumes (a referenced Secret may have changed).
-    nudge: watch::Sender<u64>,
+    /// running ones refresh their volumes (a referenced Secret may have changed). Made
+    /// with the first replica, dropped with the spec.
+    nudge: Option<watch::Sender<u64>>,
     /// By a platform-wide id, so that a stopping replica and its successor with the same
     /// index never collide.
     replicas: BTreeMap<u64, ReplicaEntry>,
@@ -207,6 +211,14 @@ struct ReplicaEntry {
     meters: Vec<crate::usage::Meter>,
     stopping: bool,
     stop: watch::Sender<bool>,
+}
+
+impl Revision {
+    /// At rest at zero (no replica, none wanted): drops what only replicas need.
+    fn rest(&mut self) {
+        self.spec = None;
+        self.nudge = None;
+    }
 }
 
 impl ReplicaEntry {
@@ -434,6 +446,8 @@ impl Inner {
                     let forget = rev.removing && rev.replicas.is_empty();
                     if forget {
                         state.revisions.remove(key);
+                    } else if rev.desired == 0 && rev.replicas.is_empty() {
+                        rev.rest();
                     }
                     forget
                 }
@@ -461,11 +475,16 @@ impl Inner {
             if state.shut_down {
                 return;
             }
-            // Once per revision (and spec): say what of its pod does not run here.
+            // Once per revision (and spec): say what of its pod does not run here. A
+            // revision's pod is immutable (a new template makes a new revision), so one at
+            // rest, which keeps no spec, is told apart by its uid.
             if state
                 .revisions
                 .get(&spec.key)
-                .is_none_or(|r| *r.spec != *spec)
+                .is_none_or(|r| match &r.spec {
+                    Some(kept) => **kept != *spec,
+                    None => r.uid != spec.uid,
+                })
             {
                 let left_out = self.launcher.left_out(&spec.pod);
                 if !left_out.is_empty() {
@@ -486,14 +505,16 @@ impl Inner {
                 .entry(spec.key.clone())
                 .or_insert_with(|| Revision {
                     uid: spec.uid.clone(),
-                    spec: Arc::new(spec.clone()),
+                    spec: None,
                     desired: 0,
                     failure: None,
                     removing: false,
-                    nudge: watch::channel(0).0,
+                    nudge: None,
                     replicas: BTreeMap::new(),
                 });
-            rev.nudge.send_modify(|n| *n = n.wrapping_add(1));
+            if let Some(nudge) = &rev.nudge {
+                nudge.send_modify(|n| *n = n.wrapping_add(1));
+            }
             // Scaled to zero while routed: its next replica's sandbox is readied now, for
             // the request that will wake it. Not routed (any more): nothing will.
             if !spec.routed {
@@ -519,8 +540,10 @@ impl Inner {
                 rev.uid = spec.uid.clone();
                 changed = true;
             }
-            if *rev.spec != *spec {
-                rev.spec = Arc::new(spec.clone());
+            if replicas == 0 && rev.replicas.is_empty() {
+                rev.rest();
+            } else if rev.spec.as_deref() != Some(spec) {
+                rev.spec = Some(Arc::new(spec.clone()));
             }
             rev.removing = false;
             rev.desired = replicas;
@@ -588,7 +611,13 @@ impl Inner {
             let index = (1..)
                 .find(|i| rev.replicas.values().all(|r| r.index != *i))
                 .unwrap_or(u32::MAX);
-            let address = match self.launcher.address(&rev.spec, taken) {
+            // `scale` keeps the spec of a revision that wants replicas, and one that has
+            // some keeps it until the last is gone.
+            let Some(spec) = rev.spec.clone() else {
+                tracing::error!(revision = %key, "no spec kept for a replica to start");
+                break;
+            };
+            let address = match self.launcher.address(&spec, taken) {
                 Ok(address) => {
                     taken.insert(address);
                     address
@@ -598,7 +627,7 @@ impl Inner {
                     break;
                 }
             };
-            let name = replica_name(&rev.spec, key, index, &rev.replicas);
+            let name = replica_name(&spec, key, index, &rev.replicas);
             let (stop, stop_rx) = watch::channel(false);
             *next_id += 1;
             let id = *next_id;
@@ -630,10 +659,11 @@ impl Inner {
                 key: key.clone(),
                 id,
                 name,
-                spec: rev.spec.clone(),
+                spec,
                 address,
             };
-            self.spawn(replica.supervise(stop_rx, rev.nudge.subscribe()));
+            let nudge = rev.nudge.get_or_insert_with(|| watch::channel(0).0);
+            self.spawn(replica.supervise(stop_rx, nudge.subscribe()));
             changed = true;
         }
         changed

@@ -370,6 +370,47 @@ async fn scale_down_stops_the_highest_index_with_sigterm_first() {
     shut_down(&p, &state, &pids).await;
 }
 
+/// Whether the platform holds a spec for `key` (a revision at rest at zero holds none).
+fn keeps_spec(p: &ProcessPlatform, key: &RevisionKey) -> bool {
+    let state = super::lock(&p.inner.state);
+    state.revisions[key].spec.is_some()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revision_at_rest_keeps_no_spec_and_wakes_with_the_one_it_is_given() {
+    let (p, dir) = platform(fast());
+    let state = dir.path().join("state");
+    let (script, ready) = trapping(
+        &dir,
+        "trap 'exit 0' TERM",
+        "while true; do sleep 0.05; done",
+    );
+    let s = spec("resting-00001", &script, ready);
+    // First seen at zero: nothing of the pod is kept (10,000 such revisions held 26 MB).
+    p.scale(&s, 0);
+    assert!(p.replicas(&s.key).is_empty());
+    assert!(!keeps_spec(&p, &s.key), "at rest from the start");
+    // Woken: the spec the scale brings runs.
+    p.scale(&s, 1);
+    assert!(keeps_spec(&p, &s.key), "kept while it wants replicas");
+    let first = wait_for(&p, &s.key, "1 ready replica", all_ready(1)).await;
+    assert_eq!(first[0].name, "resting-00001-1");
+    let pids = recorded_pids(&state);
+    // Back to zero: kept until the last replica is gone, then dropped.
+    p.scale(&s, 0);
+    wait_for(&p, &s.key, "no replica", |r| r.is_empty().then_some(())).await;
+    assert!(
+        !keeps_spec(&p, &s.key),
+        "at rest again once the replica is gone"
+    );
+    // And woken again: a replica starts as the first one did.
+    p.scale(&s, 1);
+    let again = wait_for(&p, &s.key, "1 ready replica", all_ready(1)).await;
+    assert_eq!(again[0].name, "resting-00001-1");
+    let pids: Vec<i32> = pids.into_iter().chain(recorded_pids(&state)).collect();
+    shut_down(&p, &state, &pids).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_process_ignoring_sigterm_is_killed_after_the_grace_period() {
     let (p, dir) = platform(fast());
