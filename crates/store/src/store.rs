@@ -38,10 +38,6 @@ pub struct Options {
     /// one; a lookup of another key is refused. A change of this set between runs
     /// rebuilds the index when the store is opened.
     pub indexed_annotations: Option<&'static [&'static str]>,
-    /// How long a batch lets threads that wait for the store have it first, at most
-    /// ([`Store::batch`]): long enough for a woken thread to run, short enough that a
-    /// stream of readers cannot hold the batches off.
-    pub yield_to_waiters: Duration,
 }
 
 impl Default for Options {
@@ -51,7 +47,6 @@ impl Default for Options {
             busy_timeout: Duration::from_secs(5),
             clock: Utc::now,
             indexed_annotations: None,
-            yield_to_waiters: Duration::from_millis(2),
         }
     }
 }
@@ -200,9 +195,6 @@ thread_local! {
     static BATCH_REV: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// What the running batch's units left for after its commit ([`Store::after_commit`]).
     static AFTER: std::cell::RefCell<Vec<AfterCommit>> = const { std::cell::RefCell::new(Vec::new()) };
-    /// The store and [`Inner::turns`] of this thread's last batch, for
-    /// [`Store::let_waiters_go_first`].
-    static LAST_TURN: std::cell::Cell<(usize, u64)> = const { std::cell::Cell::new((0, 0)) };
 }
 
 /// Work that follows from a batch's writes but needs no store (the in-memory views of
@@ -228,12 +220,7 @@ struct Inner {
     /// The WAL, when durable commits sync it after unlocking (then the connection stays
     /// in `synchronous=NORMAL`).
     wal: Option<WalSync>,
-    /// Threads waiting in [`Store::conn`].
-    waiting: std::sync::atomic::AtomicUsize,
-    /// How many times a thread took the connection in [`Store::conn`].
-    turns: std::sync::atomic::AtomicU64,
-    /// Batches waiting in [`Store::let_waiters_go_first`] (told when a turn is taken).
-    yielding: std::sync::atomic::AtomicUsize,
+
     /// Latest committed revision, for async watchers. Updated while `conn` is still locked so
     /// the published value never goes backwards.
     revision: watch::Sender<u64>,
@@ -298,9 +285,6 @@ impl Store {
                 returned: Condvar::new(),
                 relaxed: std::sync::atomic::AtomicBool::new(wal.is_some()),
                 wal,
-                waiting: std::sync::atomic::AtomicUsize::new(0),
-                turns: std::sync::atomic::AtomicU64::new(0),
-                yielding: std::sync::atomic::AtomicUsize::new(0),
                 revision,
                 options,
             }),
@@ -322,60 +306,18 @@ impl Store {
     }
 
     fn conn(&self) -> ConnGuard<'_> {
-        use std::sync::atomic::Ordering::SeqCst;
-        let inner = &self.inner;
-        inner.waiting.fetch_add(1, SeqCst);
         // A panic while holding the lock left no partial write behind (the open transaction
         // rolls back when dropped), so a poisoned lock is safe to keep using.
-        let mut guard = wisp_sync::lock(&inner.conn);
+        let mut guard = wisp_sync::lock(&self.inner.conn);
         // While a batch has the connection, wait for it to be given back.
         while guard.is_none() {
-            guard = inner
+            guard = self
+                .inner
                 .returned
                 .wait(guard)
                 .unwrap_or_else(|e| e.into_inner());
         }
-        inner.waiting.fetch_sub(1, SeqCst);
-        inner.turns.fetch_add(1, SeqCst);
-        if inner.yielding.load(SeqCst) > 0 {
-            inner.returned.notify_all();
-        }
         ConnGuard(guard)
-    }
-
-    /// Before a batch: if nobody else has had the store since this thread's last batch and
-    /// someone waits for it, lets them have it first (for at most
-    /// [`Options::yield_to_waiters`]).
-    ///
-    /// Neither a mutex nor a condition variable is fair: a batcher that gives the
-    /// connection back and starts its next batch at once takes it again before a thread
-    /// the release woke gets to run. While 1,000 services were created, a batch of the
-    /// API's writes waited ~3.8 ms this way, most of a POST's time, behind batch after
-    /// batch of reconciles (each up to [`MAX_TIME`](crate::batcher::MAX_TIME)).
-    fn let_waiters_go_first(&self) {
-        use std::sync::atomic::Ordering::SeqCst;
-        let inner = &self.inner;
-        let (store, last) = LAST_TURN.get();
-        let turn = inner.turns.load(SeqCst);
-        if store != self.id() || turn != last || inner.waiting.load(SeqCst) == 0 {
-            return;
-        }
-        inner.yielding.fetch_add(1, SeqCst);
-        let deadline = std::time::Instant::now() + inner.options.yield_to_waiters;
-        let mut guard = wisp_sync::lock(&inner.conn);
-        while inner.turns.load(SeqCst) == turn && inner.waiting.load(SeqCst) > 0 {
-            let left = deadline.saturating_duration_since(std::time::Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            guard = inner
-                .returned
-                .wait_timeout(guard, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        drop(guard);
-        inner.yielding.fetch_sub(1, SeqCst);
     }
 
     /// This store's identity, for [`BATCH`].
@@ -465,12 +407,7 @@ impl Store {
         if self.in_batch() {
             return (f(), Ok(None), Vec::new());
         }
-        self.let_waiters_go_first();
         let mut guard = self.conn();
-        LAST_TURN.set((
-            self.id(),
-            self.inner.turns.load(std::sync::atomic::Ordering::SeqCst),
-        ));
         if let Err(e) = self.set_durability(&guard) {
             drop(guard);
             return (f(), Err(e), Vec::new());
@@ -559,12 +496,6 @@ impl Store {
     #[cfg(test)]
     pub(crate) fn inner_conn_for_tests(&self) -> ConnGuard<'_> {
         self.conn()
-    }
-
-    /// Threads waiting for the connection.
-    #[cfg(test)]
-    pub(crate) fn waiting_for_tests(&self) -> usize {
-        self.inner.waiting.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// (commits counted, commits known to be on disk), for a store whose WAL is synced

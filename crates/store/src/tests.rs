@@ -1543,57 +1543,6 @@ fn durable_writes_return_synced_relaxed_ones_do_not_wait_and_no_commit_holds_the
 }
 
 #[test]
-fn a_thread_that_waits_for_the_store_goes_before_the_next_batch_of_the_same_thread() {
-    // A mutex is not fair: without this, the batcher takes the store back for its next
-    // batch before the woken writer runs, and the writer waits out batch after batch.
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::open_with(
-        &dir.path().join("wisp.db"),
-        Options {
-            // Whatever the machine's load: the order is the point, not the cap.
-            yield_to_waiters: std::time::Duration::from_secs(60),
-            ..options(100)
-        },
-    )
-    .unwrap();
-    let (in_batch, told) = std::sync::mpsc::channel();
-    let writer = {
-        let store = store.clone();
-        std::thread::spawn(move || {
-            told.recv().unwrap();
-            store
-                .create(SVC, obj("default", "waited", json!({})))
-                .unwrap()
-        })
-    };
-    // Relaxed, as the reconciles' batches: no sync between the two batches.
-    let batches = store.with_durability(crate::Durability::Relaxed);
-    let (_, first) = batches.batch(|| {
-        batches
-            .create(SVC, obj("default", "first", json!({})))
-            .unwrap();
-        in_batch.send(()).unwrap();
-        while store.waiting_for_tests() == 0 {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    });
-    first.unwrap();
-    let (next, committed) = batches.batch(|| {
-        batches
-            .create(SVC, obj("default", "next", json!({})))
-            .unwrap()
-    });
-    committed.unwrap();
-    let waited = writer.join().unwrap();
-    assert!(
-        rv(&waited) < rv(&next),
-        "the waiting write went first: {} then {}",
-        rv(&waited),
-        rv(&next)
-    );
-}
-
-#[test]
 fn an_in_memory_store_has_no_wal_to_sync_and_writes_alike() {
     let store = Store::open_in_memory().unwrap();
     assert_eq!(store.wal_for_tests(), None);
