@@ -152,7 +152,7 @@ impl From<StoreError> for ApiError {
             StoreError::Gone { .. } => ApiError::new(410, "Expired", msg),
             StoreError::Invalid(_) => ApiError::bad_request(msg),
             // Named, not `_`: a new store error must choose its status here.
-            StoreError::Corrupt(_) | StoreError::Db(_) => {
+            StoreError::Corrupt(_) | StoreError::Db(_) | StoreError::Sync(_) => {
                 tracing::error!(error = %msg, "store failure");
                 ApiError::internal(msg)
             }

@@ -42,6 +42,11 @@ pub enum StoreError {
     /// written by an incompatible version.
     #[error("corrupt store: {0}")]
     Corrupt(String),
+    /// A commit reached the WAL but the disk did not sync it: readers see it, a power cut
+    /// may lose it. Every later durable write fails the same way (an fsync that failed
+    /// may have dropped what it could not write), until wisp is restarted.
+    #[error("syncing the store to disk: {0}")]
+    Sync(String),
     /// Anything SQLite reports (I/O error, disk full, busy beyond the timeout, ...).
     #[error("store database error: {0}")]
     Db(#[from] rusqlite::Error),

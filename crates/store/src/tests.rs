@@ -1487,7 +1487,7 @@ fn annotation_item_queries() {
 }
 
 #[test]
-fn relaxed_handles_skip_the_fsync_wait_but_not_the_write() {
+fn durable_writes_return_synced_relaxed_ones_do_not_wait_and_no_commit_holds_the_store_to_sync() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("wisp.db");
     let full = Store::open(&path).unwrap();
@@ -1497,18 +1497,57 @@ fn relaxed_handles_skip_the_fsync_wait_but_not_the_write() {
             .query_row("PRAGMA synchronous", [], |r| r.get(0))
             .unwrap()
     };
+    // (commits, commits on disk)
+    let wal = || {
+        full.wal_for_tests()
+            .expect("a store on disk syncs its own WAL")
+    };
     relaxed
         .create(SVC, obj("default", "derived", json!({})))
         .unwrap();
-    assert_eq!(mode(&full), 1, "NORMAL for a relaxed write");
+    let (commits, synced) = wal();
+    assert!(
+        synced < commits,
+        "a relaxed write does not wait for the disk"
+    );
     full.create(SVC, obj("default", "user", json!({}))).unwrap();
-    assert_eq!(mode(&full), 2, "FULL again for a user's write");
+    assert_eq!(
+        wal().1,
+        wal().0,
+        "a durable write returns synced, earlier commits too"
+    );
+    // The connection never waits for an fsync in a commit: the sync follows the unlock.
+    assert_eq!(mode(&full), 1, "synchronous=NORMAL");
+
+    relaxed
+        .create(SVC, obj("default", "derived-2", json!({})))
+        .unwrap();
+    let (_, committed) = full.batch(|| {
+        for name in ["b1", "b2"] {
+            full.create(SVC, obj("default", name, json!({}))).unwrap();
+        }
+    });
+    committed.unwrap();
+    assert_eq!(wal().1, wal().0, "a durable batch returns synced");
+
     // Both handles see one store, one revision counter.
-    assert_eq!(relaxed.current_revision(), 2);
+    assert_eq!(relaxed.current_revision(), 5);
     drop((full, relaxed));
     let reopened = Store::open(&path).unwrap();
-    assert!(reopened.get(SVC, "default", "derived").unwrap().is_some());
-    assert!(reopened.get(SVC, "default", "user").unwrap().is_some());
+    for name in ["derived", "user", "derived-2", "b1", "b2"] {
+        assert!(
+            reopened.get(SVC, "default", name).unwrap().is_some(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn an_in_memory_store_has_no_wal_to_sync_and_writes_alike() {
+    let store = Store::open_in_memory().unwrap();
+    assert_eq!(store.wal_for_tests(), None);
+    store.create(SVC, obj("default", "a", json!({}))).unwrap();
+    assert!(store.get(SVC, "default", "a").unwrap().is_some());
 }
 
 #[test]
