@@ -97,6 +97,11 @@ CREATE INDEX IF NOT EXISTS annotation_items_by_item
 INSERT OR IGNORE INTO meta (key, value) VALUES ('revision', 0), ('compacted', 0);
 ";
 
+/// WAL pages past which a commit checkpoints (SQLite's default: 1000, 4 MiB). The WAL
+/// file grows to about this much (32 MiB) before it starts over; replaying it at open after
+/// a crash reads that much.
+const CHECKPOINT_PAGES: i64 = 8000;
+
 /// Pragmas and schema for a freshly opened connection.
 pub(crate) fn init(
     conn: &mut Connection,
@@ -128,6 +133,11 @@ pub(crate) fn init(
     // ever holds what one batch changed, and is worthless after a crash (the transaction is
     // rolled back from the WAL anyway), so memory is the place for it.
     conn.pragma_update(None, "temp_store", "MEMORY")?;
+    // A checkpoint copies the WAL's newest version of each page into the database file and
+    // syncs it, inside the commit that crossed the threshold, with the store locked. The
+    // same few pages (the event log's tail, the objects' and indexes' hot leaves) are written
+    // by every commit, so a longer WAL copies each of them once for many commits.
+    conn.pragma_update(None, "wal_autocheckpoint", CHECKPOINT_PAGES)?;
     // Selector queries are built per selector shape; keep a few more than the default 16.
     conn.set_prepared_statement_cache_capacity(64);
     // Without the query planner stability guarantee SQLite plans some statements around the
