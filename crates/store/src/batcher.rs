@@ -180,8 +180,7 @@ fn run(
         if committed.after.is_empty() {
             // No work to hand off: synced (when durable) and answered from here, with the
             // store unlocked. A hand-off would let the next batch commit during the sync,
-            // but its thread's heap held ~2 MiB more at 10,000 services, the whole of the
-            // memory budget's room.
+            // but its thread's heap held ~2 MiB more at 10,000 services.
             committed.finish(store);
         } else if let Err(mpsc::SendError(committed)) = done.send(committed) {
             committed.finish(store);
