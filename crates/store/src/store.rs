@@ -220,7 +220,6 @@ struct Inner {
     /// The WAL, when durable commits sync it after unlocking (then the connection stays
     /// in `synchronous=NORMAL`).
     wal: Option<WalSync>,
-
     /// Latest committed revision, for async watchers. Updated while `conn` is still locked so
     /// the published value never goes backwards.
     revision: watch::Sender<u64>,
