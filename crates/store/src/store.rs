@@ -791,16 +791,7 @@ impl Store {
                 }
             }
             let json = obj.to_string();
-            tx.put(
-                resource,
-                &namespace,
-                &name,
-                &uid,
-                rv,
-                &obj,
-                &json,
-                Some(&owners),
-            )?;
+            tx.insert(resource, &namespace, &name, &uid, rv, &obj, &json, &owners)?;
             tx.record_event(rv, resource, &namespace, &name, EventType::Added, &json)?;
             if !owners.is_empty() && dangling {
                 Self::delete_one(tx, resource, &namespace, &name, obj.clone(), &now)?;
