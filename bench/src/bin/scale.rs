@@ -13,9 +13,12 @@
 //! 4. the next services: `--late` more created one at a time, create → Ready each;
 //! 5. one Route's traffic changed: a tag removed from a Service's traffic → the time until
 //!    the ingress answers 404 for the tag's host;
-//! 6. cold start: one request to each of the `--late` services (at zero) → answered;
-//!    before those two, the data plane: `wrk` against one more service (a replica kept
-//!    up) among the N, against the same probe with that service alone on a server;
+//! 6. cold start: one request to each of `--cold` of the N services (at zero, spread
+//!    over them) → answered, each followed by the same to a service on a second server
+//!    holding only `--cold` services (the in-run reference: the two alternate, so a
+//!    noisy moment of the machine weighs on both); before those two, the data plane:
+//!    `wrk` against one more service (a replica kept up) among the N, against the same
+//!    probe with that service alone on a server;
 //! 7. restart: SIGTERM, a new `wisp serve` on the same data dir: time until its API
 //!    answers, until the first Service created answers through the ingress again, and how
 //!    many replicas run a little later (those that ran before the restart and the one
@@ -75,9 +78,13 @@ struct Args {
     /// Seconds the services stay idle before memory and idle cost are read.
     #[arg(long, default_value_t = 10)]
     idle: u64,
-    /// Services created one at a time after the N (the "10,001st"), and cold-started.
+    /// Services created one at a time after the N (the "10,001st").
     #[arg(long, default_value_t = 20)]
     late: usize,
+    /// Cold starts timed at each size, among the N and on the reference server (a p95 of
+    /// 20 samples is decided by one slow request).
+    #[arg(long, default_value_t = 60)]
+    cold: usize,
     /// Seconds one creation round may take.
     #[arg(long, default_value_t = 900)]
     timeout: u64,
@@ -190,6 +197,62 @@ fn dataplane(among: &Server, args: &Args, wisp: &Path, app: &str) -> anyhow::Res
     }
     alone_server.stop()?;
     Ok((median(&b), median(&a)))
+}
+
+/// One request to `--cold` of `names` (at zero), spread over them, each followed by one to
+/// a service on a server holding only `--cold` services: the times until each was
+/// answered, among the N and on that server. Spares the first (the restart answers it)
+/// and those the route updates changed.
+fn cold_starts(
+    among: &Server,
+    names: &[String],
+    args: &Args,
+    wisp: &Path,
+    app: &str,
+) -> anyhow::Result<(Vec<Duration>, Vec<Duration>)> {
+    let spare = 1 + ROUTE_UPDATES;
+    let pool = names.get(spare..).unwrap_or_default();
+    let count = args.cold.min(pool.len());
+    if count == 0 {
+        bail!(
+            "no service at zero left to cold-start among {}",
+            names.len()
+        );
+    }
+    let picked: Vec<&String> = (0..count).map(|i| &pool[i * pool.len() / count]).collect();
+
+    let (_dir, config) = setup::config_file(setup::AT_ZERO)?;
+    let mut opts = server::Options::new(wisp.to_path_buf());
+    opts.config = Some(config);
+    let alone = Server::start(&opts)?;
+    let mut watch = ReadyWatch::start(alone.api())?;
+    let alone_names: Vec<String> = (0..count).map(|i| format!("alone-{i:03}")).collect();
+    let timeout = Duration::from_secs(args.timeout);
+    create_all(&alone, &mut watch, &alone_names, app, args.threads, timeout)?;
+    watch.stop();
+    // Settled, as the N are: no reconcile of their creation still running.
+    idle(&alone, 2)?;
+
+    let ingress = among.ingress_addr(Duration::from_secs(10))?;
+    let alone_ingress = alone.ingress_addr(Duration::from_secs(10))?;
+    let once = |ingress: SocketAddr, name: &str| -> anyhow::Result<Duration> {
+        let host = format!("{name}.{NAMESPACE}.{DOMAIN}");
+        let r = load::get(ingress, Some(&host), Duration::from_secs(30))?;
+        if r.status != 200 {
+            bail!("cold start of {name}: HTTP {}", r.status);
+        }
+        Ok(r.took)
+    };
+    let (mut there, mut here) = (Vec::new(), Vec::new());
+    for (name, alone_name) in picked.iter().zip(&alone_names) {
+        there.push(once(ingress, name)?);
+        here.push(once(alone_ingress, alone_name)?);
+    }
+    let stop = alone.stop()?;
+    if stop.leftovers > 0 {
+        bail!("{} replicas outlived the reference server", stop.leftovers);
+    }
+    Ok((there, here))
 }
 
 /// When each Service was first seen Ready, fed by a watch of services.
@@ -606,6 +669,8 @@ struct AtZero {
     /// The data-plane probe among the N, and alone on a server (requests per second).
     dataplane_rps: Option<(f64, f64)>,
     cold_start: Summary,
+    /// The same on the reference server, alternating with those.
+    cold_start_alone: Summary,
     idle_after_restart: Idle,
 }
 
@@ -666,16 +731,11 @@ fn at_zero(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<AtZe
     for name in names.iter().skip(1).take(ROUTE_UPDATES) {
         updates.push(route_update(server.api(), ingress, name)?);
     }
-    eprintln!("  cold starts");
-    let mut cold = Vec::new();
-    for name in &late_names {
-        let host = format!("{name}.{NAMESPACE}.{DOMAIN}");
-        let r = load::get(ingress, Some(&host), Duration::from_secs(30))?;
-        if r.status != 200 {
-            bail!("cold start of {name}: HTTP {}", r.status);
-        }
-        cold.push(r.took);
-    }
+    eprintln!(
+        "  cold starts, alternating with a server of {} services",
+        args.cold
+    );
+    let (cold, cold_alone) = cold_starts(&server, &names, args, wisp, app)?;
 
     // The services just woken run a replica, every other revision is at zero: after the
     // restart those and the one asked for may run replicas, no other.
@@ -709,6 +769,7 @@ fn at_zero(args: &Args, wisp: &Path, app: &str, n: usize) -> anyhow::Result<AtZe
         replicas_after_restart,
         dataplane_rps,
         cold_start: Summary::of(&cold).context("cold starts")?,
+        cold_start_alone: Summary::of(&cold_alone).context("cold starts alone")?,
         idle_after_restart,
     })
 }
@@ -1037,14 +1098,25 @@ fn zero_table(rows: &[(usize, AtZero)], args: &Args) -> Table {
         "",
     );
     row(
-        &format!("cold start, first request → answered, p50 ({})", args.late),
-        &|z| ms(z.cold_start.p50),
+        &format!(
+            "cold start, first request → answered, p50 ({}), against a server of only {} \
+             services (requests alternating)",
+            args.cold, args.cold
+        ),
+        &|z| format!("{} / {}", ms(z.cold_start.p50), ms(z.cold_start_alone.p50)),
         "",
     );
     row(
-        "cold start p95",
-        &|z| ms(z.cold_start.p95),
-        "≤ 1.2 × the smallest size's",
+        "cold start p95, against that server's",
+        &|z| {
+            let ratio = z.cold_start.p95.as_secs_f64() / z.cold_start_alone.p95.as_secs_f64();
+            format!(
+                "{} / {} ({ratio:.2}×)",
+                ms(z.cold_start.p95),
+                ms(z.cold_start_alone.p95)
+            )
+        },
+        "≤ 1.2×",
     );
     row(
         &format!(
