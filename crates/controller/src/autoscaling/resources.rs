@@ -59,18 +59,7 @@ pub(crate) const MIN_REQUEUE: Duration = Duration::from_millis(50);
 /// revision is not: like a Deployment in CrashLoopBackOff it keeps being restarted until
 /// its progress deadline.
 pub fn reachability(rev: &Revision) -> &'static str {
-    // A revision waiting for a Secret or ConfigMap is not given up on: the kubelet keeps
-    // retrying such a container, and the replica starts once the object exists.
-    let failed_with_nothing_ready = rev.status.as_ref().is_some_and(|st| {
-        st.status
-            .condition(crate::revision::resources::RESOURCES_AVAILABLE)
-            .is_some_and(|c| {
-                c.status == wisp_api::meta::ConditionStatus::False
-                    && !wisp_runtime::podconfig::WAITING_REASONS.contains(&c.reason.as_str())
-            })
-            && st.actual_replicas.unwrap_or(0) == 0
-    });
-    if failed_with_nothing_ready {
+    if failed_with_nothing_ready(rev) {
         return UNREACHABLE;
     }
     match rev
@@ -83,6 +72,51 @@ pub fn reachability(rev: &Revision) -> &'static str {
         Some(routing_state::RESERVE) => UNREACHABLE,
         _ => "",
     }
+}
+
+/// Whether a revision's resources failed for good (`ResourcesAvailable` False) with no
+/// replica up.
+pub fn failed_with_nothing_ready(rev: &Revision) -> bool {
+    rev.status.as_ref().is_some_and(|st| {
+        let available = st
+            .status
+            .condition(crate::revision::resources::RESOURCES_AVAILABLE)
+            .map(|c| (c.status == ConditionStatus::False, c.reason.as_str()));
+        gave_up(available, st.actual_replicas.unwrap_or(0).into())
+    })
+}
+
+/// [`failed_with_nothing_ready`] of a revision as its event holds it.
+pub fn failed_with_nothing_ready_in(revision: &serde_json::Value) -> bool {
+    let status = &revision["status"];
+    let available = status["conditions"].as_array().and_then(|cs| {
+        cs.iter()
+            .find(|c| c["type"] == crate::revision::resources::RESOURCES_AVAILABLE)
+            .map(|c| (c["status"] == "False", c["reason"].as_str().unwrap_or("")))
+    });
+    gave_up(available, status["actualReplicas"].as_i64().unwrap_or(0))
+}
+
+/// The rule of [`failed_with_nothing_ready`]: `available` is the `ResourcesAvailable`
+/// condition (whether False, and its reason), `actual` the `actualReplicas`. A revision
+/// waiting for a Secret or ConfigMap is not given up on: the kubelet keeps retrying such a
+/// container, and the replica starts once the object exists.
+fn gave_up(available: Option<(bool, &str)>, actual: i64) -> bool {
+    available.is_some_and(|(is_false, reason)| {
+        is_false && !wisp_runtime::podconfig::WAITING_REASONS.contains(&reason)
+    }) && actual == 0
+}
+
+/// A digest of all of a revision that its PodAutoscaler's reconcile reads: its metadata
+/// ([`make_pa`]: labels, annotations, uid; a change of its spec moves its generation) and
+/// whether it [`failed_with_nothing_ready`] ([`reachability`]). Its other status changes
+/// (each of the revision's status writes is an event) leave the digest the same.
+pub fn pa_inputs(meta: &ObjectMeta, failed_with_nothing_ready: bool) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    (&meta.uid, meta.generation, &meta.labels, &meta.annotations).hash(&mut h);
+    (meta.deletion_timestamp.is_some(), failed_with_nothing_ready).hash(&mut h);
+    h.finish()
 }
 
 /// `http1`, or `h2c` when the serving container's port is named `h2c`.

@@ -158,10 +158,11 @@ fn creates_the_pa_and_forgets_it_with_the_revision() {
     r.reconcile_name(&ctx, NS, NAME).unwrap();
     assert_eq!(ctx.store.current_revision(), rv);
 
-    // Watching: a revision event maps to the PA of the same name.
+    // Watching: a revision event maps to the PA of the same name (for a reconciler that
+    // has not reconciled it: see the next test for one that has).
     let obj = serde_json::to_value(&rev).unwrap();
     assert_eq!(
-        r.watched(&ctx, &kinds::REVISION, &obj),
+        PodAutoscalerReconciler::new().watched(&ctx, &kinds::REVISION, &obj),
         vec![(NS.to_string(), NAME.to_string())]
     );
     assert!(r.watched(&ctx, &kinds::ROUTE, &obj).is_empty());
@@ -176,6 +177,96 @@ fn creates_the_pa_and_forgets_it_with_the_revision() {
     assert_eq!(r.reconcile_name(&ctx, NS, NAME).unwrap(), Action::Done);
     assert!(r.state(&key()).is_none());
     assert!(ctx.scaling.scale(&key()).is_none());
+}
+
+#[test]
+fn a_revision_event_queues_its_pa_only_if_it_changed_what_the_pa_is_made_from() {
+    let (ctx, _platform) = setup(&[]);
+    let r = PodAutoscalerReconciler::new();
+    r.reconcile_name(&ctx, NS, NAME).unwrap();
+    let rev: Revision = testing::fetch(&ctx, NS, NAME);
+    let queued = |rev: &Revision| -> bool {
+        let obj = serde_json::to_value(rev).unwrap();
+        !r.watched(&ctx, &kinds::REVISION, &obj).is_empty()
+    };
+    let queued_deleted = |rev: &Revision| -> bool {
+        let ev = testing::OwnedEvent::new(&kinds::REVISION, serde_json::to_value(rev).unwrap());
+        !r.watches(&ctx, &ev.deleted().event()).is_empty()
+    };
+
+    // As reconciled, or with another status (each of the revision's status writes is an
+    // event): nothing to do.
+    assert!(!queued(&rev), "the revision as reconciled");
+    let mut other_status = rev.clone();
+    let st = other_status.status.get_or_insert_with(Default::default);
+    st.actual_replicas = Some(0);
+    st.desired_replicas = Some(3);
+    st.status.observed_generation = 7;
+    assert!(!queued(&other_status), "a status the PA does not read");
+
+    // What the PA is made from: labels (routingState), annotations, the uid, the spec
+    // (its generation), a deletion, and resources that failed with nothing up.
+    let mut changed = Vec::new();
+    let mut r1 = rev.clone();
+    r1.metadata.labels.insert(
+        crate::names::label::ROUTING_STATE.into(),
+        crate::names::routing_state::RESERVE.into(),
+    );
+    changed.push(("routingState", r1));
+    let mut r2 = rev.clone();
+    r2.metadata
+        .annotations
+        .insert("autoscaling.knative.dev/target".into(), "3".into());
+    changed.push(("an annotation", r2));
+    let mut r3 = rev.clone();
+    r3.metadata.uid = "another".into();
+    changed.push(("the uid", r3));
+    let mut r4 = rev.clone();
+    r4.metadata.generation += 1;
+    changed.push(("the generation", r4));
+    let mut r5 = rev.clone();
+    r5.metadata.deletion_timestamp = Some("2026-01-01T00:00:00Z".into());
+    changed.push(("a deletion timestamp", r5));
+    let mut r6 = rev.clone();
+    let st = r6.status.get_or_insert_with(Default::default);
+    st.actual_replicas = Some(0);
+    crate::conditions::set(
+        &mut st.status,
+        crate::revision::resources::RESOURCES_AVAILABLE,
+        ConditionStatus::False,
+        "ProgressDeadlineExceeded",
+        "gave up",
+        clock(),
+    );
+    changed.push(("resources failed with nothing up", r6));
+    for (what, rev) in &changed {
+        assert!(queued(rev), "{what}");
+    }
+    assert!(queued_deleted(&rev), "the revision deleted");
+
+    // Resources waiting for a ConfigMap (not given up on): the PA's reachability is what
+    // it was.
+    let mut waiting = rev.clone();
+    let st = waiting.status.get_or_insert_with(Default::default);
+    crate::conditions::set(
+        &mut st.status,
+        crate::revision::resources::RESOURCES_AVAILABLE,
+        ConditionStatus::False,
+        wisp_runtime::podconfig::WAITING_REASONS[0],
+        "waiting",
+        clock(),
+    );
+    assert!(!queued(&waiting), "waiting for a ConfigMap");
+
+    // Once reconciled as changed, the same again is nothing to do.
+    let (what, r1) = &changed[0];
+    objects::update(&ctx.store, r1).unwrap();
+    r.reconcile_name(&ctx, NS, NAME).unwrap();
+    let stored: Revision = testing::fetch(&ctx, NS, NAME);
+    assert!(!queued(&stored), "{what} again, after its reconcile");
+    // A revision it forgot (gone) or never reconciled is queued.
+    r.reconcile_name(&ctx, NS, "gone").unwrap();
+    assert!(queued(&testing::revision(NS, "gone", "auto", 1)));
 }
 
 #[test]
