@@ -586,7 +586,7 @@ fn dry_run_create(
         .into());
     }
     let meta = &mut object["metadata"];
-    meta["uid"] = uuid::Uuid::new_v4().to_string().into();
+    meta["uid"] = wisp_store::new_uid().into();
     meta["creationTimestamp"] = managed::now().into();
     meta["generation"] = 1.into();
     Ok(Some(object))

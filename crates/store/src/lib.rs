@@ -29,7 +29,7 @@ pub use error::{CONFLICT_MODIFIED, StoreError};
 pub use event::{EventType, RawEvent, WatchEvent};
 pub use object::OBJECT_META_FIELDS;
 pub use selector::LabelSelector;
-pub use store::{DEFAULT_EVENT_HISTORY, Durability, ListPage, Options, Store};
+pub use store::{DEFAULT_EVENT_HISTORY, Durability, ListPage, Options, Store, new_uid};
 pub use watch::{
     DEFAULT_WATCH_BATCH, FromRaw, ListCause, OnGone, Start, Watch, WatchBatch, WatchSpec,
 };

@@ -747,7 +747,7 @@ impl Store {
             ));
         }
         let now = self.now();
-        let uid = uuid::Uuid::new_v4().to_string();
+        let uid = new_uid();
         self.write(|tx| {
             let name = if !name.is_empty() {
                 if tx.exists(resource, &namespace, &name)? {
@@ -1095,6 +1095,14 @@ fn record_commit(started: std::time::Instant) {
     if let Some(m) = wisp_metrics::control() {
         m.store_write(started.elapsed());
     }
+}
+
+/// The uid of an object about to be created. Time-ordered (UUID version 7; Kubernetes makes
+/// version 4, and a uid is opaque to its clients): the uid index, the owner index and the
+/// index rows of `*UID` labels then grow at their ends, so the creates of a batch share
+/// those pages, where random uids dirtied a page of each index per object in every commit.
+pub fn new_uid() -> String {
+    uuid::Uuid::now_v7().to_string()
 }
 
 #[cfg(test)]

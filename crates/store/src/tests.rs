@@ -120,7 +120,7 @@ fn create_sets_server_owned_metadata() {
     assert_eq!(m["creationTimestamp"], "2026-11-21T12:00:00Z");
     assert!(m.get("deletionTimestamp").is_none());
     let u = uuid::Uuid::parse_str(m["uid"].as_str().unwrap()).unwrap();
-    assert_eq!(u.get_version_num(), 4);
+    assert_eq!(u.get_version_num(), 7);
     assert_eq!(
         created["status"],
         json!({"observedGeneration": 7}),
@@ -128,10 +128,20 @@ fn create_sets_server_owned_metadata() {
     );
     assert_eq!(store.current_revision(), 1);
 
-    assert_eq!(store.get(SVC, "default", "hello").unwrap(), Some(created));
+    assert_eq!(
+        store.get(SVC, "default", "hello").unwrap(),
+        Some(created.clone())
+    );
     assert_eq!(store.get(SVC, "default", "nope").unwrap(), None);
     assert_eq!(store.get(SVC, "other", "hello").unwrap(), None);
     assert_eq!(store.get(CFG, "default", "hello").unwrap(), None);
+
+    // Time-ordered: a later create's uid sorts after (the indexes of uids grow at an end).
+    let later = store
+        .create(SVC, obj("default", "later", json!({"app": "a"})))
+        .unwrap();
+    let uid = |o: &Value| o["metadata"]["uid"].as_str().unwrap().to_owned();
+    assert!(uid(&later) > uid(&created));
 }
 
 #[test]
