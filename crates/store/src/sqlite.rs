@@ -696,6 +696,20 @@ pub(crate) fn events_since(
     Ok(out)
 }
 
+/// One object row as [`WriteTx`] writes it: its key, uid and resourceVersion, the object,
+/// and its JSON text (serialized once, by the caller, which stores the same text in the
+/// event).
+#[derive(Clone, Copy)]
+pub(crate) struct Row<'a> {
+    pub resource: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub uid: &'a str,
+    pub rv: u64,
+    pub obj: &'a Value,
+    pub json: &'a str,
+}
+
 /// One write transaction. Every mutation goes through here so that the object rows, the owner
 /// index, the event log and the counter change together or not at all: dropping a `WriteTx`
 /// without [`commit`](Self::commit) (e.g. on `?`) rolls everything back.
@@ -797,22 +811,19 @@ impl<'c> WriteTx<'c> {
             .exists(params![uid])?)
     }
 
-    /// Inserts or replaces an object row at resourceVersion `rv`; `json` is `obj` serialized
-    /// (once, by the caller, which stores the same text in the event). When `owners` is
-    /// given its owner index rows and label rows are rewritten too; `None` means the metadata
-    /// did not change (a status update), so neither needs touching.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn put(
-        &self,
-        resource: &str,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-        rv: u64,
-        obj: &Value,
-        json: &str,
-        owners: Option<&[String]>,
-    ) -> Result<(), StoreError> {
+    /// Inserts or replaces an object row. When `owners` is given its owner index rows and
+    /// label rows are rewritten too; `None` means the metadata did not change (a status
+    /// update), so neither needs touching.
+    pub(crate) fn put(&self, row: &Row<'_>, owners: Option<&[String]>) -> Result<(), StoreError> {
+        let Row {
+            resource,
+            namespace,
+            name,
+            uid,
+            rv,
+            obj,
+            json,
+        } = *row;
         // A changed object (same uid) is updated in place: its row keeps its rowid, so
         // neither the key's index nor the uid's is touched. `INSERT OR REPLACE` deletes
         // the row and inserts another (both indexes twice). Most writes are such updates
@@ -846,25 +857,21 @@ impl<'c> WriteTx<'c> {
     /// owner and metadata index rows. [`put`](Self::put) would first try an update and
     /// clear the rows of an object that is not there: four statements, each a B-tree
     /// descent and a statement journal, for every create.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn insert(
-        &self,
-        resource: &str,
-        namespace: &str,
-        name: &str,
-        uid: &str,
-        rv: u64,
-        obj: &Value,
-        json: &str,
-        owners: &[String],
-    ) -> Result<(), StoreError> {
+    pub(crate) fn insert(&self, row: &Row<'_>, owners: &[String]) -> Result<(), StoreError> {
         self.tx
             .prepare_cached(
                 "INSERT INTO objects (resource, namespace, name, uid, resource_version, object)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
-            .execute(params![resource, namespace, name, uid, int(rv), json])?;
-        self.index(resource, namespace, name, obj, owners)
+            .execute(params![
+                row.resource,
+                row.namespace,
+                row.name,
+                row.uid,
+                int(row.rv),
+                row.json
+            ])?;
+        self.index(row.resource, row.namespace, row.name, row.obj, owners)
     }
 
     /// The owner index and metadata index rows of an object that has none.

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::object::{self, meta_str};
-use crate::sqlite::{self, WriteTx};
+use crate::sqlite::{self, Row, WriteTx};
 use crate::{CONFLICT_MODIFIED, EventType, LabelSelector, RawEvent, StoreError, WatchEvent};
 
 /// How many watch events are kept by default: enough for watchers that fall a few minutes
@@ -791,7 +791,16 @@ impl Store {
                 }
             }
             let json = obj.to_string();
-            tx.insert(resource, &namespace, &name, &uid, rv, &obj, &json, &owners)?;
+            let row = Row {
+                resource,
+                namespace: &namespace,
+                name: &name,
+                uid: &uid,
+                rv,
+                obj: &obj,
+                json: &json,
+            };
+            tx.insert(&row, &owners)?;
             tx.record_event(rv, resource, &namespace, &name, EventType::Added, &json)?;
             if !owners.is_empty() && dangling {
                 Self::delete_one(tx, resource, &namespace, &name, obj.clone(), &now)?;
@@ -1056,7 +1065,16 @@ impl Store {
         object::metadata_mut(&mut obj)?.insert("resourceVersion".into(), rv.to_string().into());
         let uid = meta_str(&obj, "uid").unwrap_or("").to_owned();
         let json = obj.to_string();
-        tx.put(resource, namespace, name, &uid, rv, &obj, &json, owners)?;
+        let row = Row {
+            resource,
+            namespace,
+            name,
+            uid: &uid,
+            rv,
+            obj: &obj,
+            json: &json,
+        };
+        tx.put(&row, owners)?;
         tx.record_event(rv, resource, namespace, name, EventType::Modified, &json)?;
         Ok(obj)
     }
