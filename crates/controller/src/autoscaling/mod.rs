@@ -61,9 +61,9 @@ pub struct PodAutoscalerReconciler {
     /// with the after-commit work that makes them).
     sks_made_from: std::sync::Arc<Mutex<HashMap<RevisionKey, SksInputs>>>,
     /// What each revision was when its PA was last reconciled ([`resources::pa_inputs`]):
-    /// an event of the revision that changed none of it queues nothing. While 1,000
-    /// services were created, half the PA reconciles came from the revisions' own status
-    /// writes and found nothing to do.
+    /// an event of the revision that changed none of it queues nothing (such as most of
+    /// the revision's own status writes: while 1,000 services were created, PA reconciles
+    /// per service went from 2.3 to 2.0).
     reconciled_from: Mutex<HashMap<RevisionKey, u64>>,
 }
 
