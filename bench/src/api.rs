@@ -335,17 +335,27 @@ impl Event {
 
     /// The status of the condition `type` ("True", "False", "Unknown"), if present.
     pub fn condition(&self, type_: &str) -> Option<&str> {
-        self.object["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == type_)?["status"]
-            .as_str()
+        condition(&self.object, type_)
     }
 
     /// Whether the object reports `Ready` "True".
     pub fn is_ready(&self) -> bool {
-        self.condition("Ready") == Some("True")
+        is_ready(&self.object)
     }
+}
+
+/// The status of `object`'s condition `type` ("True", "False", "Unknown"), if present.
+pub fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a str> {
+    object["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == type_)?["status"]
+        .as_str()
+}
+
+/// Whether `object` reports `Ready` "True".
+pub fn is_ready(object: &Value) -> bool {
+    condition(object, "Ready") == Some("True")
 }
 
 /// Turns a non-2xx answer into an error carrying the body (Kubernetes `Status`).

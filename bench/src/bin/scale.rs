@@ -183,11 +183,17 @@ impl Probe {
 /// Requests per second through the ingress to the [`DATAPLANE`] service among the N on
 /// `among`, and the same service alone on a fresh server started now: 3 rounds of `secs`
 /// each, alternating between the two so that both see the machine as it is, medians.
-fn dataplane(among: &Server, args: &Args, wisp: &Path, app: &str) -> anyhow::Result<(f64, f64)> {
-    let (_dir, config) = setup::config_file(setup::AT_ZERO)?;
+/// A second `wisp serve` with services at zero, as the measured one: the in-run reference.
+/// Keep the directory guard while it runs: it holds the config file.
+fn reference_server(wisp: &Path) -> anyhow::Result<(tempfile::TempDir, Server)> {
+    let (dir, config) = setup::config_file(setup::AT_ZERO)?;
     let mut opts = server::Options::new(wisp.to_path_buf());
     opts.config = Some(config);
-    let alone_server = Server::start(&opts)?;
+    Ok((dir, Server::start(&opts)?))
+}
+
+fn dataplane(among: &Server, args: &Args, wisp: &Path, app: &str) -> anyhow::Result<(f64, f64)> {
+    let (_config, alone_server) = reference_server(wisp)?;
     let alone = Probe::set_up(&alone_server, app)?;
     let there = Probe::set_up(among, app)?;
     let secs = Duration::from_secs(args.dataplane_secs);
@@ -222,10 +228,7 @@ fn cold_starts(
     }
     let picked: Vec<&String> = (0..count).map(|i| &pool[i * pool.len() / count]).collect();
 
-    let (_dir, config) = setup::config_file(setup::AT_ZERO)?;
-    let mut opts = server::Options::new(wisp.to_path_buf());
-    opts.config = Some(config);
-    let alone = Server::start(&opts)?;
+    let (_config, alone) = reference_server(wisp)?;
     let mut watch = ReadyWatch::start(alone.api())?;
     let alone_names: Vec<String> = (0..count).map(|i| format!("alone-{i:03}")).collect();
     let timeout = Duration::from_secs(args.timeout);
@@ -580,7 +583,6 @@ fn idle(server: &Server, secs: u64) -> anyhow::Result<Idle> {
     })
 }
 
-/// One list of every Service, and the same in pages of `limit`.
 /// Polls until every Service is Ready and every one has its route back in the ingress:
 /// its KIngress (a view the route reconciles rebuild after a restart, one per route, of
 /// the same name) Ready. Returns how many services there are.
@@ -588,16 +590,10 @@ fn all_routed(api: &Api, timeout: Duration) -> anyhow::Result<usize> {
     let start = Instant::now();
     let ready = |list: &Value| -> (usize, usize) {
         let items = list["items"].as_array().map_or(&[][..], Vec::as_slice);
-        let ready = items
-            .iter()
-            .filter(|o| {
-                o["status"]["conditions"].as_array().is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c["type"] == "Ready" && c["status"] == "True")
-                })
-            })
-            .count();
-        (items.len(), ready)
+        (
+            items.len(),
+            items.iter().filter(|o| api::is_ready(o)).count(),
+        )
     };
     loop {
         let services = api.get_json(&format!("/apis/{SERVING}/namespaces/{NAMESPACE}/services"))?;
@@ -618,6 +614,7 @@ fn all_routed(api: &Api, timeout: Duration) -> anyhow::Result<usize> {
     }
 }
 
+/// One list of every Service, and the same in pages of `limit`.
 fn lists(api: &Api, limit: usize) -> anyhow::Result<(Duration, usize, Duration, usize)> {
     let path = format!("/apis/{SERVING}/namespaces/{NAMESPACE}/services");
     let start = Instant::now();
